@@ -1,0 +1,66 @@
+"""The backend protocol: chat messages + generation parameters -> one completion."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+Role = Literal["system", "user", "assistant"]
+
+
+class Message(BaseModel):
+    role: Role
+    content: str
+
+
+class GenerationParams(BaseModel):
+    """Sampling settings; defaults follow the HPT paper, appendix G."""
+
+    temperature: float = Field(0.6, ge=0.0, le=2.0)
+    top_p: float = Field(0.9, gt=0.0, le=1.0)
+    max_tokens: int = Field(1024, ge=1)
+    # A multiplicative penalty on repeated tokens (HF/llama.cpp/vLLM sense); 1.0 disables it.
+    # Backends without such a penalty ignore it rather than substituting frequency_penalty.
+    repetition_penalty: float | None = Field(1.1, gt=0.0)
+    seed: int | None = None
+    stop: list[str] | None = None
+    logprobs: bool = False
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Completion(BaseModel):
+    text: str
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    # Per-token log probabilities of the completion, when asked for and the server gives them.
+    logprobs: list[float] | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """An async chat model. Implementations must be safe to call concurrently."""
+
+    @property
+    def name(self) -> str:
+        """A stable, key-free description such as ``openai:gpt-4o``."""
+        ...
+
+    async def complete(self, messages: list[Message], params: GenerationParams) -> Completion:
+        """Return one completion, retrying transient failures; raise BackendError otherwise."""
+        ...
+
+    async def check(self) -> None:
+        """Fail fast (FatalBackendError) if the endpoint cannot be reached or refuses us."""
+        ...
+
+    async def aclose(self) -> None: ...

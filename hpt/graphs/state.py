@@ -1,0 +1,51 @@
+"""What a ladder run records: one Attempt per level climbed, each with every model call."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, TypedDict
+
+from pydantic import BaseModel, Field
+
+from hpt.backends import Message, Usage
+from hpt.tasks import Sample
+
+
+class Call(BaseModel):
+    """One model call inside a strategy (a least-to-most step, a knowledge request, ...)."""
+
+    purpose: str
+    model: str
+    messages: list[Message]
+    completion: str
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+
+
+class Attempt(BaseModel):
+    level: int
+    strategy: str
+    calls: list[Call] = Field(default_factory=list)
+    # The completion the task checked (the last call's, for multi-call strategies).
+    completion: str | None = None
+    parsed: str | None = None
+    resolved: bool = False
+    error: str | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(c.usage.prompt_tokens for c in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.usage.completion_tokens for c in self.calls)
+
+    @property
+    def latency_s(self) -> float:
+        return sum(c.latency_s for c in self.calls)
+
+
+class LadderState(TypedDict):
+    sample: Sample
+    attempts: Annotated[list[Attempt], operator.add]

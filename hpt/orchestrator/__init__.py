@@ -1,0 +1,19 @@
+"""Runs: specs, concurrency, progress, the run store, metrics and the CLI."""
+
+from hpt.orchestrator.metrics import Summary, Tally, hpi_score, summarize
+from hpt.orchestrator.records import SampleRecord
+from hpt.orchestrator.runner import RunResult, run_evaluation
+from hpt.orchestrator.spec import RunSpec
+from hpt.orchestrator.store import read_records
+
+__all__ = [
+    "RunResult",
+    "RunSpec",
+    "SampleRecord",
+    "Summary",
+    "Tally",
+    "hpi_score",
+    "read_records",
+    "run_evaluation",
+    "summarize",
+]

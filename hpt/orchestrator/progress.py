@@ -1,0 +1,90 @@
+"""The live terminal view of a run, and its closing summary table (rich)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from hpt.orchestrator.metrics import Summary, Tally
+from hpt.orchestrator.records import SampleRecord
+from hpt.orchestrator.spec import RunSpec
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+class RichProgress:
+    """Samples done, resolved per level, running HPI, tokens and errors, refreshed live."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self._bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+        )
+        self._task = self._bar.add_task("samples", total=None)
+        self._stats = Table.grid(padding=(0, 2))
+        self._live: Live | None = None
+        self._strategies: list[str] = []
+
+    def started(self, spec: RunSpec, total: int, out: Path) -> None:
+        self._strategies = list(spec.strategies)
+        self._bar.update(self._task, total=total, description=f"{spec.dataset} · {spec.model}")
+        self.console.print(f"writing records to [bold]{out}[/]")
+        self._live = Live(self._render(None), console=self.console, refresh_per_second=4)
+        self._live.start()
+
+    def _render(self, tally: Tally | None) -> Group:
+        grid = Table.grid(padding=(0, 2))
+        if tally is not None:
+            levels = "  ".join(
+                f"L{k} {name}: {tally.level_counts[k]}"
+                for k, name in enumerate(self._strategies, 1)
+            )
+            grid.add_row(f"resolved  {levels}  unresolved: {tally.unresolved}")
+            grid.add_row(
+                f"HPI {_fmt(tally.hpi)}  calls {tally.calls}  tokens "
+                f"{tally.prompt_tokens}+{tally.completion_tokens}  errors {tally.errors}"
+            )
+        return Group(self._bar, grid)
+
+    def recorded(self, record: SampleRecord, tally: Tally) -> None:
+        self._bar.advance(self._task)
+        if self._live is not None:
+            self._live.update(self._render(tally))
+
+    def finished(self, summary: Summary) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+def summary_table(summary: Summary, strategies: list[str]) -> Table:
+    table = Table(title=f"HPF · {summary.dataset} · {summary.model}", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("HPI (lower is better)", _fmt(summary.hpi))
+    table.add_row("HPF accuracy", _fmt(summary.accuracy))
+    table.add_row("level-1 accuracy (single prompt)", _fmt(summary.level1_accuracy))
+    for level, name in enumerate(strategies, 1):
+        table.add_row(f"resolved at L{level} {name}", str(summary.level_counts.get(level, 0)))
+    table.add_row("unresolved", str(summary.unresolved))
+    table.add_row("errors (not scored)", str(summary.errors))
+    table.add_row("samples scored / recorded", f"{summary.n} / {summary.samples}")
+    table.add_row("m, HPI_dataset penalty", f"{summary.m}, {summary.penalty}")
+    table.add_row("model calls", str(summary.calls))
+    table.add_row(
+        "tokens (prompt + completion)", f"{summary.prompt_tokens} + {summary.completion_tokens}"
+    )
+    return table

@@ -1,0 +1,37 @@
+"""The saved form of one evaluated sample: a line of ``samples.jsonl``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from hpt.graphs import Attempt
+
+
+class SampleRecord(BaseModel):
+    sample_id: str
+    dataset: str
+    model: str
+    mode: str = "standard"
+    strategies: list[str]
+    m: int
+    penalty: float
+    target: str
+    # 1..m, or None when no level resolved the sample (or it ended in an error).
+    resolved_level: int | None
+    # k when resolved at level k; m + penalty when unresolved; None for an error (not scored).
+    hpi_score: float | None
+    error: str | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(a.prompt_tokens for a in self.attempts)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(a.completion_tokens for a in self.attempts)
+
+    @property
+    def calls(self) -> int:
+        return sum(len(a.calls) for a in self.attempts)

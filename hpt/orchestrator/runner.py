@@ -1,0 +1,190 @@
+"""One evaluation run: pick samples, climb the ladder for each concurrently, store records."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from hpt import __version__
+from hpt.backends import (
+    Backend,
+    BackendOptions,
+    open_backend,
+    parse_model_spec,
+)
+from hpt.graphs import LadderRuntime, LadderState, build_ladder, recursion_limit, resolve_strategies
+from hpt.orchestrator.metrics import Summary, Tally, hpi_score
+from hpt.orchestrator.records import SampleRecord
+from hpt.orchestrator.spec import RunSpec
+from hpt.orchestrator.store import SPEC, SUMMARY, RunStore
+from hpt.tasks import Sample, get_task, resolve_data_dir, select
+
+
+class RunObserver(Protocol):
+    def started(self, spec: RunSpec, total: int, out: Path) -> None: ...
+    def recorded(self, record: SampleRecord, tally: Tally) -> None: ...
+    def finished(self, summary: Summary) -> None: ...
+
+
+class _Silent:
+    def started(self, spec: RunSpec, total: int, out: Path) -> None:
+        pass
+
+    def recorded(self, record: SampleRecord, tally: Tally) -> None:
+        pass
+
+    def finished(self, summary: Summary) -> None:
+        pass
+
+
+@dataclass
+class RunResult:
+    summary: Summary
+    out: Path
+
+
+class SavedSpec(RunSpec):
+    hpt_version: str = __version__
+    started_at: str = ""
+
+
+def default_out_dir(spec: RunSpec) -> Path:
+    model = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.model)
+    return Path("runs") / f"{spec.dataset}-{model}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> RunResult:
+    observer = observer or _Silent()
+    strategies = resolve_strategies(spec.strategies)
+    model_spec = parse_model_spec(spec.model)
+    knowledge_spec = parse_model_spec(spec.knowledge_model) if spec.knowledge_model else None
+    task = get_task(spec.dataset, resolve_data_dir(spec.data_dir))
+    for name in strategies:
+        if name in _TEMPLATED:  # fail before any model call if the dataset lacks its prompts
+            task.prompts.section(name)
+    samples, pool = await asyncio.to_thread(
+        lambda: (task.load_samples(), task.load_exemplar_pool())
+    )
+    chosen = select(samples, spec.limit, spec.seed)
+
+    out = spec.out or default_out_dir(spec)
+    store = RunStore(out)
+    store.create()
+    store.write_json(SPEC, SavedSpec(**spec.model_dump(), started_at=datetime.now().isoformat()))
+    options = BackendOptions(
+        base_url=spec.base_url,
+        max_concurrency=spec.concurrency,
+        requests_per_minute=spec.requests_per_minute,
+        retry=spec.retry,
+    )
+    tally = Tally(
+        dataset=task.name,
+        model=str(model_spec),
+        mode="standard",
+        m=len(strategies),
+        penalty=task.penalty,
+    )
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            model = await stack.enter_async_context(open_backend(model_spec, options))
+            knowledge: Backend = model
+            if knowledge_spec is not None and knowledge_spec != model_spec:
+                knowledge = await stack.enter_async_context(open_backend(knowledge_spec, options))
+            runtime = LadderRuntime(task, model, knowledge, spec.params, pool)
+            graph = build_ladder(strategies, runtime)
+            observer.started(spec, len(chosen), out)
+            await _climb_all(
+                graph, chosen, spec, task.name, str(model_spec), store, tally, observer
+            )
+    finally:
+        store.close()
+        store.write_json(SUMMARY, tally.summary())
+    summary = tally.summary()
+    observer.finished(summary)
+    return RunResult(summary=summary, out=out)
+
+
+# Built-in strategies whose templates must exist for the dataset before any call is made.
+_TEMPLATED = {"role", "zero_shot_cot", "three_shot_cot", "least_to_most", "generated_knowledge"}
+
+
+async def _climb_all(
+    graph: object,
+    samples: list[Sample],
+    spec: RunSpec,
+    dataset: str,
+    model: str,
+    store: RunStore,
+    tally: Tally,
+    observer: RunObserver,
+) -> None:
+    todo: asyncio.Queue[Sample] = asyncio.Queue()
+    for s in samples:
+        todo.put_nowait(s)
+    done: asyncio.Queue[SampleRecord | None] = asyncio.Queue()
+    m = len(spec.strategies)
+    penalty = tally.penalty
+    limit = recursion_limit(m)
+
+    async def worker() -> None:
+        while True:
+            try:
+                sample = todo.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            started = time.perf_counter()
+            state: LadderState = await graph.ainvoke(  # type: ignore[attr-defined]
+                {"sample": sample, "attempts": []}, config={"recursion_limit": limit}
+            )
+            attempts = state["attempts"]
+            error = next((a.error for a in attempts if a.error), None)
+            level = next((a.level for a in attempts if a.resolved), None)
+            done.put_nowait(
+                SampleRecord(
+                    sample_id=sample.id,
+                    dataset=dataset,
+                    model=model,
+                    strategies=list(spec.strategies),
+                    m=m,
+                    penalty=penalty,
+                    target=sample.target,
+                    resolved_level=level,
+                    hpi_score=None if error else hpi_score(level, m, penalty),
+                    error=error,
+                    attempts=attempts,
+                    wall_s=time.perf_counter() - started,
+                )
+            )
+
+    async def writer() -> None:
+        finished = False
+        while not finished:
+            batch = [await done.get()]
+            while not done.empty():
+                batch.append(done.get_nowait())
+            finished = batch[-1] is None
+            records = [r for r in batch if r is not None]
+            if records:
+                await store.append(records)
+                for r in records:
+                    tally.add(r)
+                    observer.recorded(r, tally)
+
+    write_task = asyncio.create_task(writer())
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(min(spec.concurrency, len(samples))):
+                tg.create_task(worker())
+    except BaseExceptionGroup as group:
+        # The first failure (e.g. a rejected API key) says what went wrong; the rest repeat it.
+        raise group.exceptions[0] from None
+    finally:
+        # Finished samples reach the disk even when the run stops early.
+        done.put_nowait(None)
+        await asyncio.shield(write_task)

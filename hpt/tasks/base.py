@@ -1,0 +1,112 @@
+"""What a task is: its samples, its prompts' fields, and what "resolved" means."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from hpt.prompts import FieldValue, PromptSet
+
+
+class DatasetError(ValueError):
+    """The data could not be read: missing file, malformed row, unreachable hub."""
+
+
+class Sample(BaseModel):
+    id: str
+    # Values for the prompt templates' placeholders.
+    fields: dict[str, FieldValue]
+    # The gold answer in the task's normal form ("True", "42", "B").
+    target: str
+    # The gold answer as shown in a three-shot exemplar (a worked solution for GSM8K).
+    shown_answer: str | None = None
+    meta: dict[str, str] = Field(default_factory=dict)
+
+
+class Check(BaseModel):
+    """The task's verdict on one completion."""
+
+    parsed: str | None
+    resolved: bool
+
+
+class Task(ABC):
+    name: ClassVar[str]
+    title: ClassVar[str]
+    hub_id: ClassVar[str]
+    hub_config: ClassVar[str | None] = None
+    hub_split: ClassVar[str]
+    # HPI_dataset: the human-annotated penalty for an unresolved sample (HPT table 4).
+    penalty: ClassVar[float]
+
+    def __init__(self, data_dir: Path | None = None) -> None:
+        self.data_dir = data_dir
+        self.prompts = PromptSet.load(self.name)
+
+    # -- data ---------------------------------------------------------------------------
+    @abstractmethod
+    def load_samples(self) -> list[Sample]:
+        """All evaluation samples in the dataset's order (blocking I/O: run in a thread)."""
+
+    @abstractmethod
+    def load_exemplar_pool(self) -> list[Sample]:
+        """Where three-shot exemplars come from (train/dev split)."""
+
+    def exemplar_ids(self) -> list[str]:
+        section = (
+            self.prompts.section("three_shot_cot") if self.prompts.has("three_shot_cot") else {}
+        )
+        ids = section.get("exemplar_ids", [])
+        return [str(i) for i in ids]
+
+    def exemplars_for(self, sample: Sample, pool: Sequence[Sample]) -> list[Sample]:
+        """The three exemplars shown with ``sample``; by default the prompt file's fixed ids."""
+        wanted = self.exemplar_ids()
+        by_id = {s.id: s for s in pool if s.id in wanted}
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise DatasetError(f"{self.name}: exemplar ids not found in the data: {missing}")
+        return [by_id[i] for i in wanted]
+
+    def explanation(self, exemplar: Sample) -> str | None:
+        if not self.prompts.has("three_shot_cot"):
+            return None
+        explanations: dict[str, Any] = self.prompts.section("three_shot_cot").get(
+            "explanations", {}
+        )
+        value = explanations.get(exemplar.id)
+        return value if isinstance(value, str) else None
+
+    # -- checking -----------------------------------------------------------------------
+    @abstractmethod
+    def parse(self, completion: str, sample: Sample) -> str | None:
+        """The answer stated in the model's completion, or None if there is none to read."""
+
+    def same(self, parsed: str, target: str) -> bool:
+        return parsed == target
+
+    def check(self, sample: Sample, completion: str) -> Check:
+        parsed = self.parse(completion, sample)
+        return Check(
+            parsed=parsed, resolved=parsed is not None and self.same(parsed, sample.target)
+        )
+
+
+def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Sample]:
+    """A seeded choice of ``limit`` samples, stable across runs and machines.
+
+    Ranking by a hash of (seed, id) rather than shuffling positions means the same ids are
+    chosen whatever the row order, and a larger limit extends a smaller one.
+    """
+    if limit is None or limit >= len(samples):
+        return list(samples)
+
+    def rank(s: Sample) -> bytes:
+        return hashlib.sha256(f"{seed}:{s.id}".encode()).digest()
+
+    return sorted(samples, key=rank)[:limit]

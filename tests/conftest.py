@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from hpt.tasks import get_task
+from tests.servers.answer_key import boolq_answer_key
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,14 +28,7 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def boolq_answers(data_dir: Path) -> dict[str, str]:
-    from hpt.tasks import get_task
-
-    task = get_task("boolq", data_dir)
-    answers: dict[str, str] = {}
-    for s in task.load_samples():
-        answers[str(s.fields["passage"])[:60]] = s.target
-        answers[str(s.fields["question"])] = s.target
-    return answers
+    return boolq_answer_key(get_task("boolq", data_dir).load_samples())
 
 
 @pytest.fixture

@@ -211,3 +211,39 @@ def test_graph_prints_mermaid_offline() -> None:
     assert result.returncode == 0
     assert "role -. &nbsp;unresolved&nbsp; .-> zero_shot_cot;" in result.stdout
     assert "three_shot_cot" not in result.stdout
+
+
+def test_top_level_resolves_with_generated_knowledge(
+    fake_openai, data_dir, boolq_answers, tmp_path
+) -> None:
+    fake, server = fake_openai
+    fake.responder = KeyedResponder(boolq_answers, "generated_knowledge")
+    out = tmp_path / "run"
+    assert hpt(*run_args(server, data_dir, out, "--limit", "2")).returncode == 0
+    for r in records(out):
+        assert r["resolved_level"] == 5 and r["hpi_score"] == 5.0
+        gk = r["attempts"][-1]["calls"]
+        assert [c["purpose"] for c in gk] == ["knowledge", "answer"]
+    assert len(fake.requests) == 2 * (1 + 1 + 1 + 4 + 2)
+
+
+def test_plugin_strategy_joins_the_ladder(fake_openai, data_dir, boolq_answers, tmp_path) -> None:
+    fake, server = fake_openai
+    fake.responder = KeyedResponder(boolq_answers, "role")
+    (tmp_path / "myplug.py").write_text(
+        "from hpt.backends import Message\n"
+        "from hpt.graphs import strategy\n"
+        "@strategy('shout')\n"
+        "async def shout(ctx):\n"
+        "    return await ctx.ask([Message(role='user', content='SHOUT')])\n"
+    )
+    out = tmp_path / "run"
+    result = hpt(*run_args(server, data_dir, out, "--limit", "2", "--plugin", "myplug",
+                           "--strategies", "shout,role"), env={"PYTHONPATH": str(tmp_path)})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for r in records(out):
+        assert [a["strategy"] for a in r["attempts"]] == ["shout", "role"]
+        assert r["resolved_level"] == 2 and r["m"] == 2
+    assert_user_error(
+        hpt("graph", "--plugin", "no_such_plugin"), "cannot import plugin 'no_such_plugin'"
+    )

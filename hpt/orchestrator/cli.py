@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +29,13 @@ from hpt.orchestrator.store import SPEC, SUMMARY, RunDirError, read_records
 from hpt.prompts import PromptError
 from hpt.tasks import TASKS, DatasetError, UnknownTaskError
 
-USER_ERRORS = (
+
+class PluginError(ImportError):
+    pass
+
+
+USER_ERRORS: tuple[type[Exception], ...] = (
+    PluginError,
     BackendError,
     DatasetError,
     PromptError,
@@ -92,6 +99,14 @@ def _parser() -> argparse.ArgumentParser:
 
     graph = sub.add_parser("graph", help="print the ladder's Mermaid diagram")
     graph.add_argument("--strategies", type=_strategies, default=list(DEFAULT_LADDER))
+    for command in (run, graph):
+        command.add_argument(
+            "--plugin",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import MODULE first (it may register strategies); repeatable",
+        )
 
     summ = sub.add_parser("summarize", help="recompute a run's metrics from its records")
     summ.add_argument("run_dir", type=Path)
@@ -164,11 +179,22 @@ def _summarize(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _import_plugin(module: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise PluginError(
+            f"cannot import plugin {module!r} ({exc}); is it on PYTHONPATH or installed?"
+        ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console()
     err = Console(stderr=True)
     try:
+        for module in getattr(args, "plugin", []):
+            _import_plugin(module)
         if args.command == "run":
             return _run(args, console)
         if args.command == "graph":

@@ -4,13 +4,14 @@ chosen ladder level on: it recognises the strategy from the prompt and knows the
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 LADDER = ("role", "zero_shot_cot", "three_shot_cot", "least_to_most", "generated_knowledge")
 _LTM_OPENERS = ("Summarize the main points", "Analyze", "Elaborate", "Find the part", "Break the")
-_QUESTION = re.compile(r"question: [\"']([^\"']+)[\"']")
-_PASSAGE = re.compile(r"passage: ?\"(.{60})")
+# Double-quoted in most templates; single-quoted in BoolQ's generated-knowledge prompt.
+_QUESTION = re.compile(r"question: (?:\"([^\"]+)\"|'(.+?)' using)")
+_PASSAGE = re.compile(r"passage: ?\"(.{60})", re.DOTALL)
 
 
 def strategy_of(body: Mapping[str, Any]) -> str:
@@ -31,7 +32,7 @@ def strategy_of(body: Mapping[str, Any]) -> str:
 
 class KeyedResponder:
     """Answers correctly from ``resolve_from`` upwards, unparseably below it. ``answers`` maps
-    the first 60 characters of a passage, or a question, to the gold answer."""
+    "PASSAGE[:60]|QUESTION" and QUESTION (see ``boolq_answer_key``) to the gold answer."""
 
     def __init__(self, answers: Mapping[str, str], resolve_from: str | None) -> None:
         self.answers = dict(answers)
@@ -45,8 +46,20 @@ class KeyedResponder:
         if kind == "least_to_most" and not last.startswith("Based on the passage, what is"):
             return "An intermediate step."
         # Some BoolQ questions repeat with other passages: the passage decides where shown.
-        keys = _PASSAGE.findall(last)[-1:] + _QUESTION.findall(last)[-1:]
+        passages = _PASSAGE.findall(last)[-1:]
+        questions = ["".join(groups) for groups in _QUESTION.findall(last)[-1:]]
+        keys = [p + "|" + q for p in passages for q in questions] + questions
         gold = next((self.answers[k] for k in keys if k in self.answers), None)
         if gold is None or LADDER.index(kind) < self.first:
             return "I am not sure how to answer that."
         return f"The answer is {gold}."
+
+
+def boolq_answer_key(samples: Iterable[Any]) -> dict[str, str]:
+    """Keys for KeyedResponder from BoolQ samples (passages and questions both repeat)."""
+    answers: dict[str, str] = {}
+    for s in samples:
+        passage, question = str(s.fields["passage"]), str(s.fields["question"])
+        answers[passage[:60] + "|" + question] = s.target
+        answers[question] = s.target
+    return answers

@@ -247,3 +247,10 @@ def test_plugin_strategy_joins_the_ladder(fake_openai, data_dir, boolq_answers, 
     assert_user_error(
         hpt("graph", "--plugin", "no_such_plugin"), "cannot import plugin 'no_such_plugin'"
     )
+
+
+def test_failed_start_leaves_no_run_directory(data_dir, tmp_path) -> None:
+    out = tmp_path / "never"
+    result = hpt("run", "--dataset", "boolq", "--model", "openai:x", "--base-url", "http://127.0.0.1:9/v1",
+                 "--data-dir", str(data_dir), "--limit", "1", "--out", str(out))  # fmt: skip
+    assert result.returncode == 2 and not out.exists()

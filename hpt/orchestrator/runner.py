@@ -75,8 +75,7 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
 
     out = spec.out or default_out_dir(spec)
     store = RunStore(out)
-    store.create()
-    store.write_json(SPEC, SavedSpec(**spec.model_dump(), started_at=datetime.now().isoformat()))
+    store.check_free()
     options = BackendOptions(
         base_url=spec.base_url,
         max_concurrency=spec.concurrency,
@@ -90,21 +89,25 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
         m=len(strategies),
         penalty=task.penalty,
     )
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            model = await stack.enter_async_context(open_backend(model_spec, options))
-            knowledge: Backend = model
-            if knowledge_spec is not None and knowledge_spec != model_spec:
-                knowledge = await stack.enter_async_context(open_backend(knowledge_spec, options))
-            runtime = LadderRuntime(task, model, knowledge, spec.params, pool)
-            graph = build_ladder(strategies, runtime)
-            observer.started(spec, len(chosen), out)
+    async with contextlib.AsyncExitStack() as stack:
+        # Backends first: an unreachable endpoint or a bad key leaves no run directory behind.
+        model = await stack.enter_async_context(open_backend(model_spec, options))
+        knowledge: Backend = model
+        if knowledge_spec is not None and knowledge_spec != model_spec:
+            knowledge = await stack.enter_async_context(open_backend(knowledge_spec, options))
+        graph = build_ladder(strategies, LadderRuntime(task, model, knowledge, spec.params, pool))
+        store.create()
+        store.write_json(
+            SPEC, SavedSpec(**spec.model_dump(), started_at=datetime.now().isoformat())
+        )
+        observer.started(spec, len(chosen), out)
+        try:
             await _climb_all(
                 graph, chosen, spec, task.name, str(model_spec), store, tally, observer
             )
-    finally:
-        store.close()
-        store.write_json(SUMMARY, tally.summary())
+        finally:
+            store.close()
+            store.write_json(SUMMARY, tally.summary())
     summary = tally.summary()
     observer.finished(summary)
     return RunResult(summary=summary, out=out)

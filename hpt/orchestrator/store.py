@@ -27,13 +27,17 @@ class RunStore:
         self.directory = directory
         self._fh: IO[str] | None = None
 
-    def create(self) -> None:
+    def check_free(self) -> None:
+        """Refuse a directory that already holds records: never overwrite finished work."""
         samples = self.directory / SAMPLES
         if samples.exists() and samples.stat().st_size > 0:
             raise RunDirError(f"{self.directory} already holds a run; choose another --out")
+
+    def create(self) -> None:
+        self.check_free()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._fh = samples.open("w", encoding="utf-8")
+            self._fh = (self.directory / SAMPLES).open("w", encoding="utf-8")
         except OSError as exc:
             raise RunDirError(
                 f"cannot write run directory {self.directory}: {exc.strerror}"

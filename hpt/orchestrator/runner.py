@@ -18,7 +18,14 @@ from hpt.backends import (
     open_backend,
     parse_model_spec,
 )
-from hpt.graphs import LadderRuntime, LadderState, build_ladder, recursion_limit, resolve_strategies
+from hpt.graphs import (
+    DEFAULT_LADDER,
+    LadderRuntime,
+    LadderState,
+    build_ladder,
+    recursion_limit,
+    resolve_strategies,
+)
 from hpt.orchestrator.metrics import Summary, Tally, hpi_score
 from hpt.orchestrator.records import SampleRecord
 from hpt.orchestrator.spec import RunSpec
@@ -66,7 +73,7 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
     knowledge_spec = parse_model_spec(spec.knowledge_model) if spec.knowledge_model else None
     task = get_task(spec.dataset, resolve_data_dir(spec.data_dir))
     for name in strategies:
-        if name in _TEMPLATED:  # fail before any model call if the dataset lacks its prompts
+        if name in DEFAULT_LADDER:  # fail before any model call if the dataset lacks its prompts
             task.prompts.section(name)
     samples, pool = await asyncio.to_thread(
         lambda: (task.load_samples(), task.load_exemplar_pool())
@@ -111,10 +118,6 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
     summary = tally.summary()
     observer.finished(summary)
     return RunResult(summary=summary, out=out)
-
-
-# Built-in strategies whose templates must exist for the dataset before any call is made.
-_TEMPLATED = {"role", "zero_shot_cot", "three_shot_cot", "least_to_most", "generated_knowledge"}
 
 
 async def _climb_all(

@@ -20,9 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hpt.orchestrator import RunSpec, run_evaluation  # noqa: E402
-from hpt.orchestrator.metrics import Summary, Tally  # noqa: E402
-from hpt.orchestrator.records import SampleRecord  # noqa: E402
+from hpt.orchestrator import RunSpec, SilentObserver, run_evaluation  # noqa: E402
 from hpt.tasks import get_task  # noqa: E402
 
 
@@ -40,18 +38,13 @@ def serve(data_dir: str, delay: float, ports: mp.Queue, stop: mp.Event) -> None:
     server.stop()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t0 = 0.0
+class Clock(SilentObserver):
+    """Notes when the ladder starts, after data loading and backend start-up."""
+
+    t0 = 0.0
 
     def started(self, spec: RunSpec, total: int, out: Path) -> None:
         self.t0 = time.perf_counter()
-
-    def recorded(self, record: SampleRecord, tally: Tally) -> None:
-        pass
-
-    def finished(self, summary: Summary) -> None:
-        pass
 
 
 def main() -> None:

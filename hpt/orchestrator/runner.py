@@ -39,7 +39,9 @@ class RunObserver(Protocol):
     def finished(self, summary: Summary) -> None: ...
 
 
-class _Silent:
+class SilentObserver:
+    """Observes nothing; subclass it to watch only part of a run."""
+
     def started(self, spec: RunSpec, total: int, out: Path) -> None:
         pass
 
@@ -67,7 +69,7 @@ def default_out_dir(spec: RunSpec) -> Path:
 
 
 async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> RunResult:
-    observer = observer or _Silent()
+    observer = observer or SilentObserver()
     strategies = resolve_strategies(spec.strategies)
     model_spec = parse_model_spec(spec.model)
     knowledge_spec = parse_model_spec(spec.knowledge_model) if spec.knowledge_model else None

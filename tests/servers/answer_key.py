@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-LADDER = ("role", "zero_shot_cot", "three_shot_cot", "least_to_most", "generated_knowledge")
+from hpt.graphs import DEFAULT_LADDER as LADDER
+
 _LTM_OPENERS = ("Summarize the main points", "Analyze", "Elaborate", "Find the part", "Break the")
 # Double-quoted in most templates; single-quoted in BoolQ's generated-knowledge prompt.
 _QUESTION = re.compile(r"question: (?:\"([^\"]+)\"|'(.+?)' using)")

@@ -21,6 +21,14 @@ def _shared_data() -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets its own response cache (subprocesses inherit the variable)."""
+    path = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("HPT_CACHE_DIR", str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return _shared_data()

@@ -9,7 +9,6 @@ import httpx
 import pytest
 
 from hpt.backends import GenerationParams, Message, open_backend, parse_model_spec
-from hpt.backends.registry import BackendOptions
 from hpt.graphs import DEFAULT_LADDER
 from tests.test_cli import hpt
 
@@ -17,8 +16,8 @@ pytestmark = pytest.mark.embedded
 
 
 async def test_local_backend_answers_and_stops_its_server() -> None:
-    async with open_backend(parse_model_spec("local"), BackendOptions()) as backend:
-        base_url = backend.base_url  # type: ignore[attr-defined]
+    async with open_backend(parse_model_spec("local"), label="local") as backend:
+        base_url = backend.transport.endpoint
         out = await backend.complete(
             [Message(role="user", content="Say hello.")], GenerationParams(max_tokens=16, seed=1)
         )

@@ -29,7 +29,9 @@ class Scripted:
     def name(self) -> str:
         return self._name
 
-    async def complete(self, messages: list[Message], params: GenerationParams) -> Completion:
+    async def complete(
+        self, messages: list[Message], params: GenerationParams, *, cache_seed: str = ""
+    ) -> Completion:
         self.seen.append(messages)
         kind = strategy_of({"messages": [m.model_dump() for m in messages]})
         if kind == self.fail_on:

@@ -1,29 +1,45 @@
 """Async model backends behind one protocol."""
 
 from hpt.backends.base import Backend, Completion, GenerationParams, Message, Usage
-from hpt.backends.errors import BackendError, FatalBackendError
+from hpt.backends.cache import CacheError, CacheStats, ResponseCache, default_cache_path
+from hpt.backends.errors import BackendError, FatalBackendError, TransientError
+from hpt.backends.limits import BackendLimits, BackendStats
+from hpt.backends.managed import ManagedBackend, Transport
 from hpt.backends.registry import (
-    BackendOptions,
-    ModelSpec,
+    PROVIDERS,
+    ModelConfig,
     UnknownModelSpecError,
     open_backend,
     parse_model_spec,
+    spec_label,
 )
-from hpt.backends.retry import CallLimiter, RetryPolicy
+from hpt.backends.retry import RetryPolicy
+from hpt.backends.secrets import load_dotenv_file, redact
 
 __all__ = [
+    "PROVIDERS",
     "Backend",
     "BackendError",
-    "BackendOptions",
-    "CallLimiter",
+    "BackendLimits",
+    "BackendStats",
+    "CacheError",
+    "CacheStats",
     "Completion",
     "FatalBackendError",
     "GenerationParams",
+    "ManagedBackend",
     "Message",
-    "ModelSpec",
+    "ModelConfig",
+    "ResponseCache",
     "RetryPolicy",
+    "TransientError",
+    "Transport",
     "UnknownModelSpecError",
     "Usage",
+    "default_cache_path",
+    "load_dotenv_file",
     "open_backend",
     "parse_model_spec",
+    "redact",
+    "spec_label",
 ]

@@ -44,6 +44,8 @@ class Completion(BaseModel):
     latency_s: float = 0.0
     # Per-token log probabilities of the completion, when asked for and the server gives them.
     logprobs: list[float] | None = None
+    # True when this came from the response cache instead of the model.
+    cached: bool = False
 
 
 @runtime_checkable
@@ -55,8 +57,14 @@ class Backend(Protocol):
         """A stable, key-free description such as ``openai:gpt-4o``."""
         ...
 
-    async def complete(self, messages: list[Message], params: GenerationParams) -> Completion:
-        """Return one completion, retrying transient failures; raise BackendError otherwise."""
+    async def complete(
+        self, messages: list[Message], params: GenerationParams, *, cache_seed: str = ""
+    ) -> Completion:
+        """Return one completion, retrying transient failures; raise BackendError otherwise.
+
+        ``cache_seed`` names the sample and epoch asking, so a cached answer is reused only
+        for the same question in the same place.
+        """
         ...
 
     async def check(self) -> None:

@@ -1,5 +1,7 @@
 """Backend failures, split by what the caller should do about them."""
 
+from __future__ import annotations
+
 
 class BackendError(Exception):
     """A model call failed for this sample (after any retries); other samples may still work."""
@@ -7,3 +9,26 @@ class BackendError(Exception):
 
 class FatalBackendError(BackendError):
     """The backend cannot work at all (bad key, unknown model, unreachable): stop the run."""
+
+
+class TransientError(Exception):
+    """One attempt failed in a way worth retrying.
+
+    ``retry_after_s`` is the server's own wait (Retry-After or x-ratelimit reset), if it gave
+    one; ``overloaded`` marks a 429 / "model is overloaded" answer, which also lowers the
+    backend's concurrency. ``replica_down`` says the endpoint itself looks dead (refused or
+    dropped connection), so a replica pool takes it out of rotation.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_s: float | None = None,
+        overloaded: bool = False,
+        replica_down: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.overloaded = overloaded
+        self.replica_down = replica_down

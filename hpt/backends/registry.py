@@ -1,79 +1,208 @@
-"""Model specs (``local``, ``openai:MODEL``) and opening the backend each one names."""
+"""Model specs and configs, and opening the backend each one names.
+
+A model is named on the command line as ``local``, ``openai:MODEL``, ``anthropic:MODEL``,
+``tgi:URL[,URL...]`` (several URLs make a replica pool) or ``hf:MODEL_ID``, or by the name
+of a ``[models.NAME]`` entry in a run config file, which can also set limits and endpoints.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Literal
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hpt.backends.base import Backend
+from hpt.backends.anthropic_backend import AnthropicTransport
+from hpt.backends.cache import ResponseCache
+from hpt.backends.limits import BackendLimits
 from hpt.backends.local import LOCAL_MODEL_NAME, local_server
-from hpt.backends.openai_backend import OpenAIBackend
-from hpt.backends.retry import CallLimiter, RetryPolicy
+from hpt.backends.managed import ManagedBackend, Transport
+from hpt.backends.openai_backend import OpenAITransport
+from hpt.backends.pool import ReplicaPool
+from hpt.backends.retry import RetryPolicy
+from hpt.backends.secrets import secret_from_env
+from hpt.backends.tgi_backend import ApiChoice, HFTransport
 
-Provider = Literal["local", "openai"]
-SPEC_HELP = "use 'local' (the embedded SmolLM2 model) or 'openai:MODEL'"
+Provider = Literal["local", "openai", "anthropic", "tgi", "hf"]
+PROVIDERS: tuple[str, ...] = ("local", "openai", "anthropic", "tgi", "hf")
+SPEC_HELP = (
+    "use 'local', 'openai:MODEL', 'anthropic:MODEL', 'tgi:URL[,URL...]', 'hf:MODEL_ID' "
+    "or the name of a [models.NAME] entry in the run config"
+)
+DEFAULT_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "tgi": "HF_TOKEN",
+    "hf": "HF_TOKEN",
+}
+_KEYISH = {"api_key", "apikey", "key", "token", "secret", "password", "auth_token"}
 
 
 class UnknownModelSpecError(ValueError):
     pass
 
 
-class ModelSpec(BaseModel):
+class ModelConfig(BaseModel):
+    """One logical model: where it is served and how hard it may be pushed."""
+
+    model_config = ConfigDict(extra="forbid")
+
     provider: Provider
-    model: str
+    # The model id sent to the server; a TGI server reports its own through /info.
+    model: str | None = None
+    # Base URLs. Several TGI URLs form a replica pool; the others take at most one.
+    endpoints: list[str] = Field(default_factory=list)
+    # The environment variable (or .env entry) holding the key; keys never go in files.
+    api_key_env: str | None = None
+    max_concurrency: int | None = Field(None, ge=1)
+    requests_per_minute: int | None = Field(None, ge=1)
+    tokens_per_minute: int | None = Field(None, ge=1)
+    min_concurrency: int = Field(1, ge=1)
+    adaptive_concurrency: bool = True
+    timeout_s: float = Field(600.0, gt=0)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    # tgi: "chat", "generate", or "auto" (chat, falling back to /generate without a template)
+    api: ApiChoice = "auto"
+    # hf: which inference provider ("auto" lets Hugging Face choose)
+    hf_provider: str | None = None
+    # anthropic: pin "2023-06-01" to send a temperature (the current API refuses one)
+    anthropic_version: str | None = None
+    # openai-compatible servers: the body field for a repetition penalty ("auto": by host)
+    repetition_penalty_field: str | None = "auto"
+    health_interval_s: float = Field(5.0, gt=0)
 
-    def __str__(self) -> str:
-        return "local" if self.provider == "local" else f"{self.provider}:{self.model}"
+    @model_validator(mode="before")
+    @classmethod
+    def _no_keys_in_files(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            for name in data:
+                if str(name).lower() in _KEYISH:
+                    raise ValueError(
+                        f"'{name}' looks like a secret; keys never go in config files. Put it "
+                        "in the environment or a .env file and name the variable with api_key_env"
+                    )
+        return data
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> ModelConfig:
+        if self.provider in ("openai", "anthropic", "hf") and not self.model:
+            raise ValueError(f"a {self.provider} model needs 'model'")
+        if self.provider == "tgi" and not self.endpoints:
+            raise ValueError("a tgi model needs 'endpoints' (one URL, or several for a pool)")
+        if self.provider != "tgi" and len(self.endpoints) > 1:
+            raise ValueError(f"only tgi models take several endpoints, not {self.provider}")
+        return self
+
+    @property
+    def limits(self) -> BackendLimits:
+        return BackendLimits(
+            max_concurrency=self.max_concurrency,
+            requests_per_minute=self.requests_per_minute,
+            tokens_per_minute=self.tokens_per_minute,
+            min_concurrency=self.min_concurrency,
+            adaptive=self.adaptive_concurrency,
+        )
 
 
-def parse_model_spec(spec: str) -> ModelSpec:
+def parse_model_spec(spec: str, named: Mapping[str, ModelConfig] | None = None) -> ModelConfig:
+    """Turn a command-line model spec (or a config entry's name) into a ModelConfig."""
     spec = spec.strip()
+    if named and spec in named:
+        return named[spec]
     if spec == "local":
-        return ModelSpec(provider="local", model=LOCAL_MODEL_NAME)
-    provider, sep, model = spec.partition(":")
-    if not sep or not model.strip():
+        return ModelConfig(provider="local", model=LOCAL_MODEL_NAME)
+    provider, sep, rest = spec.partition(":")
+    rest = rest.strip()
+    if not sep or not rest:
         raise UnknownModelSpecError(f"model spec {spec!r} is not PROVIDER:MODEL; {SPEC_HELP}")
-    if provider != "openai":
+    if provider not in PROVIDERS or provider == "local":
         raise UnknownModelSpecError(f"unknown model provider {provider!r} in {spec!r}; {SPEC_HELP}")
-    return ModelSpec(provider="openai", model=model.strip())
+    if provider == "tgi":
+        urls = [u.strip() for u in rest.split(",") if u.strip()]
+        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+        if bad:
+            raise UnknownModelSpecError(
+                f"tgi endpoints must be http(s) URLs, not {', '.join(map(repr, bad))}"
+            )
+        return ModelConfig(provider="tgi", endpoints=urls)
+    return ModelConfig(provider=provider, model=rest)
 
 
-class BackendOptions(BaseModel):
-    base_url: str | None = None
-    max_concurrency: int | None = None
-    requests_per_minute: int | None = None
-    retry: RetryPolicy = RetryPolicy()
-    timeout_s: float = 600.0
+def spec_label(spec: str, config: ModelConfig) -> str:
+    """The key-free name records and displays use for a model: the spec as written."""
+    return spec.strip()
+
+
+def _transport(config: ModelConfig, base_url: str | None) -> Transport:
+    key_env = config.api_key_env or DEFAULT_KEY_ENV.get(config.provider)
+    key = secret_from_env(key_env) if key_env else None
+    if config.api_key_env and key is None:
+        from hpt.backends.errors import FatalBackendError
+
+        raise FatalBackendError(
+            f"{config.api_key_env} is not set; put the key in the environment or a .env file"
+        )
+    endpoint = base_url or (config.endpoints[0] if config.endpoints else None)
+    assert config.model is not None or config.provider == "tgi"
+    if config.provider in ("openai", "local"):
+        return OpenAITransport(
+            config.model or "",
+            base_url=endpoint,
+            api_key=key if config.provider == "openai" else "no-key",
+            timeout_s=config.timeout_s,
+            repetition_penalty_field=(
+                "repeat_penalty"  # llama.cpp's name for it
+                if config.provider == "local"
+                else config.repetition_penalty_field
+            ),
+            provider=config.provider,
+        )
+    if config.provider == "anthropic":
+        return AnthropicTransport(
+            config.model or "",
+            base_url=endpoint,
+            api_key=key,
+            timeout_s=config.timeout_s,
+            anthropic_version=config.anthropic_version,
+        )
+    if config.provider == "hf":
+        return HFTransport(
+            config.model or "",
+            is_url=False,
+            hf_provider=config.hf_provider,
+            token=key,
+            timeout_s=config.timeout_s,
+        )
+    urls = [base_url] if base_url else config.endpoints
+    replicas = [
+        HFTransport(u, is_url=True, api=config.api, token=key, timeout_s=config.timeout_s)
+        for u in urls
+    ]
+    if len(replicas) == 1:
+        return replicas[0]
+    return ReplicaPool(replicas, health_interval_s=config.health_interval_s)
 
 
 @contextlib.asynccontextmanager
-async def open_backend(spec: ModelSpec, options: BackendOptions) -> AsyncIterator[Backend]:
+async def open_backend(
+    config: ModelConfig,
+    *,
+    label: str,
+    cache: ResponseCache | None = None,
+    base_url: str | None = None,
+) -> AsyncIterator[ManagedBackend]:
     """Yield a ready backend; anything it started (the embedded server) stops on exit."""
-    limiter = CallLimiter(options.max_concurrency, options.requests_per_minute)
     async with contextlib.AsyncExitStack() as stack:
-        if spec.provider == "local":
-            url = await stack.enter_async_context(local_server())
-            backend = OpenAIBackend(
-                spec.model,
-                base_url=url,
-                api_key="no-key",  # the embedded server takes none
-                retry=options.retry,
-                limiter=limiter,
-                timeout_s=options.timeout_s,
-                repetition_penalty_field="repeat_penalty",  # llama.cpp's name for it
-                label=f"local:{spec.model}",
-            )
-        else:
-            backend = OpenAIBackend(
-                spec.model,
-                base_url=options.base_url,
-                retry=options.retry,
-                limiter=limiter,
-                timeout_s=options.timeout_s,
-            )
+        if config.provider == "local":
+            base_url = await stack.enter_async_context(local_server())
+        backend = ManagedBackend(
+            _transport(config, base_url),
+            label=label,
+            limits=config.limits,
+            retry=config.retry,
+            cache=cache,
+        )
         stack.push_async_callback(backend.aclose)
         await backend.check()
         yield backend

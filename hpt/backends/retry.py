@@ -1,26 +1,28 @@
-"""Bounded retries with exponential backoff and jitter, plus per-backend call limits."""
+"""Bounded retries: exponential backoff with jitter, stretched to a server's Retry-After."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from asyncio_throttle.throttler import Throttler
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from tenacity import (
     AsyncRetrying,
-    retry_if_exception,
+    RetryCallState,
+    retry_if_exception_type,
     stop_after_attempt,
-    stop_after_delay,
+    stop_before_delay,
     wait_random_exponential,
 )
+
+from hpt.backends.errors import TransientError
 
 T = TypeVar("T")
 
 
 class RetryPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     max_attempts: int = Field(6, ge=1)
     initial_wait_s: float = Field(0.5, ge=0.0)
     max_wait_s: float = Field(30.0, ge=0.0)
@@ -28,38 +30,54 @@ class RetryPolicy(BaseModel):
     max_total_s: float = Field(300.0, gt=0.0)
 
 
+class GaveUp(Exception):
+    """Every attempt failed transiently; ``last`` is the final failure."""
+
+    def __init__(self, last: TransientError, attempts: int, elapsed_s: float) -> None:
+        super().__init__(str(last))
+        self.last = last
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s
+
+
 async def call_with_retries(
     fn: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
-    is_transient: Callable[[BaseException], bool],
+    on_retry: Callable[[TransientError, float], None] | None = None,
 ) -> T:
-    """Run ``fn``; retry only errors ``is_transient`` accepts; re-raise the last one."""
+    """Run ``fn``, retrying ``TransientError``; raise ``GaveUp`` when the budget is spent.
+
+    The wait before each retry is the larger of the jittered backoff and the server's own
+    ``retry_after_s``. ``on_retry(error, wait)`` is told about each retry before its wait.
+    """
+    backoff = wait_random_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s)
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        server = exc.retry_after_s if isinstance(exc, TransientError) else None
+        return max(backoff(state), server or 0.0)
+
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        if on_retry is not None and isinstance(exc, TransientError):
+            on_retry(exc, state.upcoming_sleep)
+
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.max_attempts) | stop_after_delay(policy.max_total_s),
-        wait=wait_random_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s),
-        retry=retry_if_exception(is_transient),
+        stop=stop_after_attempt(policy.max_attempts) | stop_before_delay(policy.max_total_s),
+        wait=wait,
+        retry=retry_if_exception_type(TransientError),
+        before_sleep=before_sleep,
         reraise=True,
     )
-    async for attempt in retrying:
-        with attempt:
-            return await fn()
+    try:
+        async for attempt in retrying:
+            with attempt:
+                return await fn()
+    except TransientError as exc:
+        stats = retrying.statistics
+        raise GaveUp(
+            exc,
+            int(stats.get("attempt_number", 1)),
+            float(stats.get("delay_since_first_attempt", 0)),
+        ) from exc
     raise AssertionError("unreachable: tenacity either returns or re-raises")
-
-
-class CallLimiter:
-    """Caps concurrent calls and, optionally, requests per minute for one backend."""
-
-    def __init__(self, max_concurrency: int | None = None, requests_per_minute: int | None = None):
-        self._sem = asyncio.Semaphore(max_concurrency) if max_concurrency else None
-        self._throttle = (
-            Throttler(rate_limit=requests_per_minute, period=60.0) if requests_per_minute else None
-        )
-
-    @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        async with contextlib.AsyncExitStack() as stack:
-            if self._sem is not None:
-                await stack.enter_async_context(self._sem)
-            if self._throttle is not None:
-                await stack.enter_async_context(self._throttle)
-            yield

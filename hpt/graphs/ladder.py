@@ -33,6 +33,8 @@ class LadderRuntime:
     knowledge_model: Backend
     params: GenerationParams
     exemplar_pool: Sequence[Sample]
+    # Part of every cache key: a new epoch asks the model afresh.
+    epoch: int = 0
 
 
 def _node(level: int, name: str, runtime: LadderRuntime | None) -> Any:
@@ -50,6 +52,7 @@ def _node(level: int, name: str, runtime: LadderRuntime | None) -> Any:
             params=runtime.params,
             exemplar_pool=runtime.exemplar_pool,
             previous=state["attempts"],
+            cache_seed=f"{state['sample'].id}#{runtime.epoch}",
         )
         attempt = Attempt(level=level, strategy=name)
         try:

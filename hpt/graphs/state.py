@@ -21,6 +21,8 @@ class Call(BaseModel):
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
+    # Served from the response cache (no model call was made).
+    cached: bool = False
 
 
 class Attempt(BaseModel):

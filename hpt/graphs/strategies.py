@@ -25,6 +25,8 @@ class StrategyContext:
     params: GenerationParams
     exemplar_pool: Sequence[Sample]
     previous: Sequence[Attempt]
+    # Keeps this sample's (and epoch's) cached answers apart from every other's.
+    cache_seed: str = ""
     calls: list[Call] = field(default_factory=list)
 
     @property
@@ -39,7 +41,7 @@ class StrategyContext:
         self, messages: list[Message], purpose: str = "answer", model: Backend | None = None
     ) -> str:
         backend = model or self.model
-        result = await backend.complete(messages, self.params)
+        result = await backend.complete(messages, self.params, cache_seed=self.cache_seed)
         self.calls.append(
             Call(
                 purpose=purpose,
@@ -49,6 +51,7 @@ class StrategyContext:
                 finish_reason=result.finish_reason,
                 usage=result.usage,
                 latency_s=result.latency_s,
+                cached=result.cached,
             )
         )
         return result.text

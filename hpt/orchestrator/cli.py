@@ -8,22 +8,29 @@ import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from hpt import __version__
 from hpt.backends import (
     BackendError,
+    CacheError,
     GenerationParams,
+    ResponseCache,
     RetryPolicy,
     UnknownModelSpecError,
-    parse_model_spec,
+    default_cache_path,
+    load_dotenv_file,
+    redact,
 )
 from hpt.graphs import DEFAULT_LADDER, STRATEGIES, UnknownStrategyError, mermaid
+from hpt.orchestrator.config import ConfigError, load_run_config, validation_message
 from hpt.orchestrator.metrics import summarize
 from hpt.orchestrator.progress import RichProgress, summary_table
-from hpt.orchestrator.runner import run_evaluation
+from hpt.orchestrator.runner import SavedSpec, run_evaluation
 from hpt.orchestrator.spec import RunSpec
 from hpt.orchestrator.store import SPEC, SUMMARY, RunDirError, read_records
 from hpt.prompts import PromptError
@@ -37,6 +44,8 @@ class PluginError(ImportError):
 USER_ERRORS: tuple[type[Exception], ...] = (
     PluginError,
     BackendError,
+    CacheError,
+    ConfigError,
     DatasetError,
     PromptError,
     RunDirError,
@@ -57,20 +66,25 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="climb the HPF ladder over a dataset and report the HPI")
-    run.add_argument("--dataset", required=True, help=f"one of {', '.join(TASKS)}")
-    run.add_argument("--model", default="local", help="local (default) or openai:MODEL")
-    run.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
+    # Defaults are None so that a value from --config shows through unless a flag is given.
+    run.add_argument("--config", type=Path, help="run config (TOML or YAML): [run], [models.*]")
+    run.add_argument("--dataset", help=f"one of {', '.join(TASKS)}")
+    run.add_argument(
+        "--model",
+        help="local (default), openai:MODEL, anthropic:MODEL, tgi:URL[,URL...], hf:MODEL_ID "
+        "or a model named in --config",
+    )
+    run.add_argument("--base-url", help="the model's endpoint (default: the provider's own)")
     run.add_argument("--knowledge-model", help="model for generated knowledge (default: --model)")
     run.add_argument(
-        "--strategies",
-        type=_strategies,
-        default=list(DEFAULT_LADDER),
-        help="comma-separated ladder, lowest level first",
+        "--strategies", type=_strategies, help="comma-separated ladder, lowest level first"
     )
     run.add_argument("--limit", type=int, help="evaluate N samples (seeded choice)")
-    run.add_argument("--seed", type=int, default=0, help="seed for choosing samples (default 0)")
-    run.add_argument("--concurrency", type=int, default=8, help="samples in flight (default 8)")
+    run.add_argument("--seed", type=int, help="seed for choosing samples (default 0)")
+    run.add_argument("--concurrency", type=int, help="samples in flight (default 8)")
+    run.add_argument("--max-concurrency", type=int, help="cap on calls in flight per backend")
     run.add_argument("--rpm", type=int, help="cap on requests per minute per backend")
+    run.add_argument("--tpm", type=int, help="cap on tokens per minute per backend")
     run.add_argument("--out", type=Path, help="run directory (default runs/DATASET-MODEL-TIME)")
     run.add_argument(
         "--data-dir",
@@ -79,22 +93,26 @@ def _parser() -> argparse.ArgumentParser:
         "(default $HPT_DATA_DIR; unset: the Hugging Face hub)",
     )
     defaults = GenerationParams()
-    run.add_argument("--temperature", type=float, default=defaults.temperature)
-    run.add_argument("--top-p", type=float, default=defaults.top_p)
-    run.add_argument("--max-tokens", type=int, default=defaults.max_tokens)
+    run.add_argument("--temperature", type=float, help=f"default {defaults.temperature}")
+    run.add_argument("--top-p", type=float, help=f"default {defaults.top_p}")
+    run.add_argument("--max-tokens", type=int, help=f"default {defaults.max_tokens}")
     run.add_argument(
         "--repetition-penalty",
         type=float,
-        default=defaults.repetition_penalty,
-        help="multiplicative penalty where the provider has one; 1 disables",
+        help=f"multiplicative penalty where the provider has one; 1 disables "
+        f"(default {defaults.repetition_penalty})",
     )
     run.add_argument("--gen-seed", type=int, help="sampling seed sent to the model")
     run.add_argument(
         "--max-attempts",
         type=int,
-        default=RetryPolicy().max_attempts,
-        help="tries per model call before the sample is recorded as an error",
+        help=f"tries per model call before the sample is recorded as an error "
+        f"(default {RetryPolicy().max_attempts})",
     )
+    run.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the response cache"
+    )
+    run.add_argument("--epoch", type=int, help="a new epoch bypasses cached answers (default 0)")
     run.add_argument("--no-progress", action="store_true", help="no live display")
 
     graph = sub.add_parser("graph", help="print the ladder's Mermaid diagram")
@@ -112,38 +130,74 @@ def _parser() -> argparse.ArgumentParser:
     summ.add_argument("run_dir", type=Path)
 
     sub.add_parser("list", help="list datasets and strategies")
+
+    cache = sub.add_parser("cache", help="inspect or empty the response cache")
+    cache.add_argument("action", choices=["stats", "clear"])
+    cache.add_argument("--path", type=Path, help=f"cache file (default {default_cache_path()})")
     return p
 
 
+_FLAGS = {  # CLI flag -> RunSpec field
+    "dataset": "dataset",
+    "model": "model",
+    "base_url": "base_url",
+    "knowledge_model": "knowledge_model",
+    "strategies": "strategies",
+    "limit": "limit",
+    "seed": "seed",
+    "concurrency": "concurrency",
+    "max_concurrency": "max_concurrency",
+    "rpm": "requests_per_minute",
+    "tpm": "tokens_per_minute",
+    "epoch": "epoch",
+    "data_dir": "data_dir",
+    "out": "out",
+}
+_PARAM_FLAGS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "max_tokens": "max_tokens",
+    "repetition_penalty": "repetition_penalty",
+    "gen_seed": "seed",
+}
+
+
 def _spec(args: argparse.Namespace) -> RunSpec:
-    if args.limit is not None and args.limit < 1:
-        raise DatasetError("--limit must be at least 1")
-    if args.concurrency < 1:
-        raise DatasetError("--concurrency must be at least 1")
-    parse_model_spec(args.model)  # fail on a bad spec before touching any data
-    if args.knowledge_model:
-        parse_model_spec(args.knowledge_model)
-    return RunSpec(
-        dataset=args.dataset,
-        model=args.model,
-        knowledge_model=args.knowledge_model,
-        base_url=args.base_url,
-        strategies=args.strategies,
-        limit=args.limit,
-        seed=args.seed,
-        concurrency=args.concurrency,
-        requests_per_minute=args.rpm,
-        params=GenerationParams(
-            temperature=args.temperature,
-            top_p=args.top_p,
-            max_tokens=args.max_tokens,
-            repetition_penalty=args.repetition_penalty,
-            seed=args.gen_seed,
-        ),
-        retry=RetryPolicy(max_attempts=args.max_attempts),
-        data_dir=args.data_dir,
-        out=args.out,
-    )
+    for flag in ("limit", "concurrency", "max_concurrency", "rpm", "tpm", "max_attempts"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
+    merged: dict[str, Any] = {}
+    if args.config is not None:
+        config = load_run_config(args.config)
+        merged.update(config.run)
+        merged["models"] = config.models
+    for flag, key in _FLAGS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            merged[key] = value
+    params = dict(merged.get("params") or {})
+    for flag, key in _PARAM_FLAGS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            params[key] = value
+    merged["params"] = params
+    if args.max_attempts is not None:
+        merged["retry"] = {**(merged.get("retry") or {}), "max_attempts": args.max_attempts}
+    if args.no_cache:
+        merged["cache"] = False
+    if not merged.get("dataset"):
+        raise ConfigError("say which dataset to run: --dataset NAME (or dataset in [run])")
+    try:
+        spec = RunSpec.model_validate(merged)
+    except ValidationError as exc:
+        where = f"{args.config} or the command line" if args.config else "command line"
+        raise ConfigError(validation_message(exc, where)) from None
+    # Fail on a bad model spec before touching any data.
+    spec.resolve_model(spec.model, evaluated=True)
+    if spec.knowledge_model:
+        spec.resolve_model(spec.knowledge_model, evaluated=False)
+    return spec
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -159,9 +213,30 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _cache(args: argparse.Namespace, console: Console) -> int:
+    async def act() -> str:
+        cache = ResponseCache(args.path)
+        try:
+            if args.action == "clear":
+                n = await cache.clear()
+                return f"removed {n} cached responses from {cache.path}"
+            st = await cache.stats()
+        finally:
+            await cache.aclose()
+        lines = [
+            f"cache: {st.path}",
+            f"entries: {st.entries}  hits served: {st.hits}  size: {st.size_bytes / 1e6:.2f} MB",
+        ]
+        lines += [f"  {model}: {n}" for model, n in st.by_model.items()]
+        return "\n".join(lines)
+
+    console.print(asyncio.run(act()), highlight=False)
+    return 0
+
+
 def _summarize(args: argparse.Namespace, console: Console) -> int:
     try:
-        spec = RunSpec.model_validate_json((args.run_dir / SPEC).read_text(encoding="utf-8"))
+        spec = SavedSpec.model_validate_json((args.run_dir / SPEC).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RunDirError(f"{args.run_dir} is not a run directory (no {SPEC})") from None
     records = list(read_records(args.run_dir))
@@ -192,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console()
     err = Console(stderr=True)
+    load_dotenv_file()
     try:
         for module in getattr(args, "plugin", []):
             _import_plugin(module)
@@ -202,11 +278,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "summarize":
             return _summarize(args, console)
+        if args.command == "cache":
+            return _cache(args, console)
         console.print("datasets:   " + ", ".join(f"{n} ({t.hub_id})" for n, t in TASKS.items()))
         console.print("strategies: " + ", ".join(STRATEGIES))
         return 0
     except USER_ERRORS as exc:
-        err.print(f"[red]hpt: error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        err.print(
+            f"[red]hpt: error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True
+        )
         return EXIT_USAGE
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -9,6 +10,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from hpt.backends import BackendStats
 from hpt.orchestrator.metrics import Summary, Tally
 from hpt.orchestrator.records import SampleRecord
 from hpt.orchestrator.spec import RunSpec
@@ -34,16 +36,32 @@ class RichProgress:
         self._stats = Table.grid(padding=(0, 2))
         self._live: Live | None = None
         self._strategies: list[str] = []
+        self._backends: Mapping[str, BackendStats] = {}
+        self._tally: Tally | None = None
+
+    def watch(self, backends: Mapping[str, BackendStats]) -> None:
+        self._backends = backends
 
     def started(self, spec: RunSpec, total: int, out: Path) -> None:
         self._strategies = list(spec.strategies)
         self._bar.update(self._task, total=total, description=f"{spec.dataset} · {spec.model}")
         self.console.print(f"writing records to [bold]{out}[/]")
-        self._live = Live(self._render(None), console=self.console, refresh_per_second=4)
+        # get_renderable re-reads the backend counters on every refresh, not only per sample.
+        self._live = Live(console=self.console, refresh_per_second=4, get_renderable=self._current)
         self._live.start()
+
+    def _current(self) -> Group:
+        return self._render(self._tally)
 
     def _render(self, tally: Tally | None) -> Group:
         grid = Table.grid(padding=(0, 2))
+        for name, b in self._backends.items():
+            cap = "" if b.concurrency is None else f"/{b.concurrency}"
+            grid.add_row(
+                f"{name}: in flight {b.in_flight}{cap}  calls {b.calls}  "
+                f"cache hits {b.cache_hits}  retries {b.retries}  rate-limited {b.rate_limited}  "
+                f"held back {b.rate_limit_wait_s:.1f} s  failed {b.errors}"
+            )
         if tally is not None:
             levels = "  ".join(
                 f"L{k} {name}: {tally.level_counts[k]}"
@@ -58,8 +76,7 @@ class RichProgress:
 
     def recorded(self, record: SampleRecord, tally: Tally) -> None:
         self._bar.advance(self._task)
-        if self._live is not None:
-            self._live.update(self._render(tally))
+        self._tally = tally
 
     def finished(self, summary: Summary) -> None:
         self.stop()

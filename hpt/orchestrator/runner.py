@@ -6,18 +6,14 @@ import asyncio
 import contextlib
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
 from hpt import __version__
-from hpt.backends import (
-    Backend,
-    BackendOptions,
-    open_backend,
-    parse_model_spec,
-)
+from hpt.backends import Backend, BackendStats, ResponseCache, open_backend
 from hpt.graphs import (
     DEFAULT_LADDER,
     LadderRuntime,
@@ -34,6 +30,10 @@ from hpt.tasks import Sample, get_task, resolve_data_dir, select
 
 
 class RunObserver(Protocol):
+    def watch(self, backends: Mapping[str, BackendStats]) -> None:
+        """Live counters of each backend (retries, waits, concurrency), before the start."""
+        ...
+
     def started(self, spec: RunSpec, total: int, out: Path) -> None: ...
     def recorded(self, record: SampleRecord, tally: Tally) -> None: ...
     def finished(self, summary: Summary) -> None: ...
@@ -41,6 +41,9 @@ class RunObserver(Protocol):
 
 class SilentObserver:
     """Observes nothing; subclass it to watch only part of a run."""
+
+    def watch(self, backends: Mapping[str, BackendStats]) -> None:
+        pass
 
     def started(self, spec: RunSpec, total: int, out: Path) -> None:
         pass
@@ -71,8 +74,10 @@ def default_out_dir(spec: RunSpec) -> Path:
 async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> RunResult:
     observer = observer or SilentObserver()
     strategies = resolve_strategies(spec.strategies)
-    model_spec = parse_model_spec(spec.model)
-    knowledge_spec = parse_model_spec(spec.knowledge_model) if spec.knowledge_model else None
+    label, model_config = spec.resolve_model(spec.model, evaluated=True)
+    knowledge = (
+        spec.resolve_model(spec.knowledge_model, evaluated=False) if spec.knowledge_model else None
+    )
     task = get_task(spec.dataset, resolve_data_dir(spec.data_dir))
     for name in strategies:
         if name in DEFAULT_LADDER:  # fail before any model call if the dataset lacks its prompts
@@ -85,35 +90,42 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
     out = spec.out or default_out_dir(spec)
     store = RunStore(out)
     store.check_free()
-    options = BackendOptions(
-        base_url=spec.base_url,
-        max_concurrency=spec.concurrency,
-        requests_per_minute=spec.requests_per_minute,
-        retry=spec.retry,
-    )
     tally = Tally(
         dataset=task.name,
-        model=str(model_spec),
+        model=label,
         mode="standard",
         m=len(strategies),
         penalty=task.penalty,
     )
     async with contextlib.AsyncExitStack() as stack:
+        cache = None
+        if spec.cache:
+            cache = ResponseCache()
+            await cache.open()
+            stack.push_async_callback(cache.aclose)
         # Backends first: an unreachable endpoint or a bad key leaves no run directory behind.
-        model = await stack.enter_async_context(open_backend(model_spec, options))
-        knowledge: Backend = model
-        if knowledge_spec is not None and knowledge_spec != model_spec:
-            knowledge = await stack.enter_async_context(open_backend(knowledge_spec, options))
-        graph = build_ladder(strategies, LadderRuntime(task, model, knowledge, spec.params, pool))
+        model = await stack.enter_async_context(
+            open_backend(model_config, label=label, cache=cache)
+        )
+        stats = {label: model.stats}
+        knowledge_backend: Backend = model
+        if knowledge is not None and knowledge != (label, model_config):
+            k_label, k_config = knowledge
+            k_model = await stack.enter_async_context(
+                open_backend(k_config, label=k_label, cache=cache)
+            )
+            knowledge_backend = k_model
+            stats[k_label] = k_model.stats
+        observer.watch(stats)
+        runtime = LadderRuntime(task, model, knowledge_backend, spec.params, pool, spec.epoch)
+        graph = build_ladder(strategies, runtime)
         store.create()
         store.write_json(
             SPEC, SavedSpec(**spec.model_dump(), started_at=datetime.now().isoformat())
         )
         observer.started(spec, len(chosen), out)
         try:
-            await _climb_all(
-                graph, chosen, spec, task.name, str(model_spec), store, tally, observer
-            )
+            await _climb_all(graph, chosen, spec, task.name, label, store, tally, observer)
         finally:
             store.close()
             store.write_json(SUMMARY, tally.summary())

@@ -4,23 +4,50 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from hpt.backends import GenerationParams, RetryPolicy
+from hpt.backends import GenerationParams, ModelConfig, RetryPolicy, parse_model_spec, spec_label
 from hpt.graphs import DEFAULT_LADDER
 
 
 class RunSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     dataset: str
     model: str = "local"
     knowledge_model: str | None = None  # None: the evaluated model
-    base_url: str | None = None
+    base_url: str | None = None  # the evaluated model's endpoint, for a PROVIDER:MODEL spec
+    # Named models from a run config file; --model may name one. They hold no keys.
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
     strategies: list[str] = Field(default_factory=lambda: list(DEFAULT_LADDER))
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     concurrency: int = Field(8, ge=1)
+    # Per-backend overrides of the models' own limits and retry policy.
+    max_concurrency: int | None = Field(None, ge=1)
     requests_per_minute: int | None = Field(None, ge=1)
+    tokens_per_minute: int | None = Field(None, ge=1)
+    retry: RetryPolicy | None = None
     params: GenerationParams = Field(default_factory=GenerationParams)
-    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    cache: bool = True
+    # Part of every cache key: a new epoch asks the models afresh.
+    epoch: int = Field(0, ge=0)
     data_dir: Path | None = None
     out: Path | None = None
+
+    def resolve_model(self, name: str, *, evaluated: bool) -> tuple[str, ModelConfig]:
+        """The label and effective config of a model spec, with this run's overrides."""
+        config = parse_model_spec(name, self.models)
+        update: dict[str, object] = {}
+        if self.max_concurrency is not None:
+            update["max_concurrency"] = self.max_concurrency
+        if self.requests_per_minute is not None:
+            update["requests_per_minute"] = self.requests_per_minute
+        if self.tokens_per_minute is not None:
+            update["tokens_per_minute"] = self.tokens_per_minute
+        if self.retry is not None:
+            update["retry"] = self.retry
+        if evaluated and self.base_url and name not in self.models:
+            update["endpoints"] = [self.base_url]
+        config = config.model_copy(update=update)
+        return spec_label(name, config), config

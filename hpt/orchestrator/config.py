@@ -1,0 +1,71 @@
+"""Run config files (TOML or YAML): a ``[run]`` table of RunSpec fields and ``[models.NAME]``
+entries. Every problem is reported with the file and the key it concerns."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hpt.backends import ModelConfig
+from hpt.orchestrator.spec import RunSpec
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class RunConfigFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run: dict[str, Any] = Field(default_factory=dict)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+
+
+def validation_message(exc: ValidationError, where: str, prefix: str = "") -> str:
+    first = exc.errors()[0]
+    key = ".".join(str(p) for p in (*([prefix] if prefix else []), *first["loc"]))
+    more = len(exc.errors()) - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    msg = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {key or '(top level)'}: {msg}{tail}"
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"run config {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read run config {path}: {exc.strerror}") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            return tomllib.loads(text)
+        if suffix in (".yaml", ".yml"):
+            return yaml.safe_load(text) or {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    raise ConfigError(f"{path}: a run config must end in .toml, .yaml or .yml")
+
+
+def load_run_config(path: Path) -> RunConfigFile:
+    data = _read(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected tables 'run' and 'models' at the top level")
+    try:
+        config = RunConfigFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, str(path))) from None
+    # Check the run table's fields now, so its errors name this file.
+    probe = {"dataset": "-", **config.run, "models": config.models}
+    try:
+        RunSpec.model_validate(probe)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, str(path), "run")) from None
+    return config

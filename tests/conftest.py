@@ -22,7 +22,9 @@ def _shared_data() -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Each test gets its own response cache (subprocesses inherit the variable)."""
     path = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("HPT_CACHE_DIR", str(path))

@@ -54,8 +54,11 @@ class AnthropicTransport:
             raise FatalBackendError(
                 "no Anthropic API key: set ANTHROPIC_API_KEY in the environment or .env"
             ) from exc
-        if self._client.api_key:
-            remember_secret(self._client.api_key)
+        if not (self._client.api_key or self._client.auth_token):
+            raise FatalBackendError(
+                "no Anthropic API key: set ANTHROPIC_API_KEY in the environment or .env"
+            )
+        remember_secret(self._client.api_key or self._client.auth_token or "")
         self.model = model
         self.endpoint = str(self._client.base_url)
         self._sampling = anthropic_version == LEGACY_VERSION

@@ -13,18 +13,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from hpt.backends.anthropic_backend import AnthropicTransport
 from hpt.backends.cache import ResponseCache
+from hpt.backends.errors import FatalBackendError
 from hpt.backends.limits import BackendLimits
 from hpt.backends.local import LOCAL_MODEL_NAME, local_server
 from hpt.backends.managed import ManagedBackend, Transport
-from hpt.backends.openai_backend import OpenAITransport
-from hpt.backends.pool import ReplicaPool
 from hpt.backends.retry import RetryPolicy
 from hpt.backends.secrets import secret_from_env
-from hpt.backends.tgi_backend import ApiChoice, HFTransport
 
 Provider = Literal["local", "openai", "anthropic", "tgi", "hf"]
+ApiChoice = Literal["auto", "chat", "generate"]
 PROVIDERS: tuple[str, ...] = ("local", "openai", "anthropic", "tgi", "hf")
 SPEC_HELP = (
     "use 'local', 'openai:MODEL', 'anthropic:MODEL', 'tgi:URL[,URL...]', 'hf:MODEL_ID' "
@@ -135,11 +133,15 @@ def spec_label(spec: str, config: ModelConfig) -> str:
 
 
 def _transport(config: ModelConfig, base_url: str | None) -> Transport:
+    # Provider SDKs are imported here, when used: anthropic alone takes over a second.
+    from hpt.backends.anthropic_backend import AnthropicTransport
+    from hpt.backends.openai_backend import OpenAITransport
+    from hpt.backends.pool import ReplicaPool
+    from hpt.backends.tgi_backend import HFTransport
+
     key_env = config.api_key_env or DEFAULT_KEY_ENV.get(config.provider)
     key = secret_from_env(key_env) if key_env else None
     if config.api_key_env and key is None:
-        from hpt.backends.errors import FatalBackendError
-
         raise FatalBackendError(
             f"{config.api_key_env} is not set; put the key in the environment or a .env file"
         )

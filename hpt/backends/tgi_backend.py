@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import aiohttp
 import httpx2
@@ -33,9 +33,8 @@ from hpt.backends.base import Completion, GenerationParams, Message, Usage
 from hpt.backends.errors import BackendError, FatalBackendError, TransientError
 from hpt.backends.openai_backend import short
 from hpt.backends.ratelimit_headers import wait_from_headers
+from hpt.backends.registry import ApiChoice
 from hpt.backends.secrets import remember_secret
-
-ApiChoice = Literal["auto", "chat", "generate"]
 
 # TGI's validation messages (router/src/validation.rs) for prompts that do not fit.
 _TOTAL_RE = re.compile(
@@ -95,7 +94,7 @@ def _classify(exc: BaseException, where: str) -> Exception:
                 overloaded=True,
                 retry_after_s=wait_from_headers(exc.response.headers),
             )
-        if code in (408, 409) or code >= 500:
+        if code in (408, 409, 424) or code >= 500:  # 424: generation failed on the server
             return TransientError(f"HTTP {code}: {short(exc)}")
         return BackendError(f"HTTP {code}: {short(exc)}")
     if isinstance(exc, (httpx2.TimeoutException,)):
@@ -105,6 +104,14 @@ def _classify(exc: BaseException, where: str) -> Exception:
     if isinstance(exc, (ValueError, KeyError, TypeError)):  # undecodable body
         return TransientError(f"malformed response from {where}: {short(exc)}")
     return BackendError(f"{type(exc).__name__}: {short(exc)}")
+
+
+def _status(exc: BaseException) -> int | None:
+    if isinstance(exc, ValidationError):
+        return 422
+    response = getattr(exc, "response", None) or getattr(exc.__cause__, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
 
 
 def _headers_wait(exc: BaseException) -> float | None:
@@ -206,27 +213,26 @@ class HFTransport:
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         max_new = self._max_new(params)
-        for _ in range(2):  # a second try only to shrink max_new_tokens to fit
+        # Up to two re-sends: once to fall back to /generate, once to shrink max_new_tokens.
+        for _ in range(3):
             try:
                 if self._api == "generate":
                     return await self._generate(messages, params, max_new)
-                try:
-                    return await self._chat(messages, params, max_new)
-                except (ValidationError, HfHubHTTPError) as exc:
-                    if self._api == "auto" and _TEMPLATE_RE.search(str(exc)):
-                        self._api = "generate"  # no chat template on this server
-                        continue
-                    raise
-            except ValidationError as exc:
-                fitted = self._fit(str(exc))
+                return await self._chat(messages, params, max_new)
+            except (asyncio.CancelledError, TransientError, BackendError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - sorted below and by _classify
+                text = str(exc)
+                if _status(exc) != 422:
+                    raise _classify(exc, self.endpoint) from exc
+                if self._api == "auto" and _TEMPLATE_RE.search(text):
+                    self._api = "generate"  # this server has no chat template
+                    continue
+                fitted = self._fit(text)
                 if fitted is not None and fitted < max_new:
                     max_new = fitted
                     continue
-                raise self._too_long(str(exc)) from exc
-            except (asyncio.CancelledError, TransientError, BackendError):
-                raise
-            except Exception as exc:
-                raise _classify(exc, self.endpoint) from exc
+                raise self._too_long(text) from exc
         raise BackendError("the prompt does not fit the server's token limits")
 
     def _fit(self, message: str) -> int | None:

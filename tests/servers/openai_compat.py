@@ -18,6 +18,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.servers import faults as fault_kinds
+
 Responder = Callable[[dict[str, Any]], str]
 
 KNOWN_FIELDS = {
@@ -78,8 +80,9 @@ class FakeOpenAI:
     responder: Responder
     api_key: str = "test-key"
     delay_s: float = 0.0
-    # Status codes to answer with, one per incoming request, before answering normally.
-    faults: list[int] = field(default_factory=list)
+    # Faults (see faults.py) to inject, one per incoming request, before answering normally.
+    faults: list[fault_kinds.Fault] = field(default_factory=list)
+    served: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     model_ids: tuple[str, ...] = ("test-model",)
     record_requests: bool = True
@@ -101,6 +104,14 @@ class FakeOpenAI:
             {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.model_ids
         ]
         return web.json_response({"object": "list", "data": data})
+
+    @staticmethod
+    def _fault_body(status: int) -> web.Response:
+        if status == 429:
+            return _error(429, "Rate limit reached for requests", "requests")
+        return _error(
+            status, "The server had an error while processing your request.", "server_error"
+        )
 
     async def _chat(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
@@ -124,14 +135,13 @@ class FakeOpenAI:
                 self.requests.append(body)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
-        if fault == 429:
-            resp = _error(429, "Rate limit reached", "requests")
-            resp.headers["Retry-After"] = "0"
-            return resp
-        if fault is not None:
-            return _error(
-                fault, "The server had an error while processing your request.", "server_error"
-            )
+        if isinstance(fault, int) and fault == 429:
+            fault = "429:0"
+        failed = await fault_kinds.apply(fault, request, self._fault_body)
+        if failed is not None:
+            return failed
+        with self._lock:
+            self.served += 1
         text = self.responder(body)
         words = len(text.split())
         prompt_words = sum(len(m["content"].split()) for m in body["messages"])
@@ -168,8 +178,9 @@ class FakeOpenAI:
 class ServerThread:
     """Runs an aiohttp app on 127.0.0.1 in a background thread (own event loop)."""
 
-    def __init__(self, app: web.Application) -> None:
+    def __init__(self, app: web.Application, port: int = 0) -> None:
         self._app = app
+        self._want_port = port
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
@@ -179,6 +190,10 @@ class ServerThread:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     def start(self) -> ServerThread:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
@@ -187,7 +202,9 @@ class ServerThread:
     async def _start(self) -> None:
         self._runner = web.AppRunner(self._app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
+        site = web.TCPSite(
+            self._runner, "127.0.0.1", self._want_port, backlog=1024, reuse_address=True
+        )
         await site.start()
         server = site._server
         assert server is not None

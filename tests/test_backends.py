@@ -1,0 +1,254 @@
+"""Contract tests: each provider against a local server that speaks its protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from hpt.backends import BackendError, FatalBackendError, GenerationParams, Message
+from tests.backend_helpers import backend, serving
+from tests.servers.anthropic_api import FakeAnthropic
+from tests.servers.openai_compat import FakeOpenAI
+from tests.servers.tgi import FakeTGI
+
+SYS_USER = [Message(role="system", content="You are terse."), Message(role="user", content="Hi?")]
+
+
+def echo_last(body: dict) -> str:  # type: ignore[type-arg]
+    return "echo: " + str(body["messages"][-1]["content"])
+
+
+# -- OpenAI ------------------------------------------------------------------------------
+
+
+async def test_openai_request_and_response(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=echo_last)
+    with serving(fake.app()) as srv:
+        async with backend(provider="openai", model="test-model", endpoints=[srv.base_url]) as b:
+            out = await b.complete(SYS_USER, GenerationParams(seed=3, stop=["\n\n"], logprobs=True))
+    assert out.text == "echo: Hi?" and out.finish_reason == "stop" and not out.cached
+    assert out.usage.completion_tokens == 2 and out.logprobs == [-0.5, -0.5]
+    body = fake.requests[0]
+    assert body["messages"][0] == {"role": "system", "content": "You are terse."}
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (0.6, 0.9, 1024, 3)
+    assert body["repetition_penalty"] == 1.1 and body["stop"] == ["\n\n"]
+    assert b.stats.calls == 1 and b.stats.retries == 0
+
+
+async def test_openai_bad_key_stops_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-123456")
+    with serving(FakeOpenAI(responder=echo_last).app()) as srv:
+        with pytest.raises(FatalBackendError) as err:
+            async with backend(provider="openai", model="test-model", endpoints=[srv.base_url]):
+                pass
+    assert "OPENAI_API_KEY" in str(err.value) and "sk-wrong-key-123456" not in str(err.value)
+
+
+async def test_openai_bad_request_is_a_sample_error_without_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=echo_last)
+    with serving(fake.app()) as srv:
+        async with backend(provider="openai", model="test-model", endpoints=[srv.base_url]) as b:
+            with pytest.raises(BackendError) as err:
+                await b.complete(SYS_USER, GenerationParams(temperature=2.0, top_p=1.0, max_tokens=1).model_copy(update={"temperature": 2.5}))
+    assert "HTTP 400" in str(err.value) and not isinstance(err.value, FatalBackendError)
+    assert b.stats.retries == 0 and b.stats.errors == 1
+
+
+# -- Anthropic ---------------------------------------------------------------------------
+
+
+async def test_anthropic_maps_system_and_omits_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+    fake = FakeAnthropic(responder=echo_last)
+    with serving(fake.app()) as srv:
+        async with backend(provider="anthropic", model="claude-test-1", endpoints=[srv.root_url]) as b:
+            out = await b.complete(SYS_USER, GenerationParams(stop=["STOP"]))
+    assert out.text == "echo: Hi?" and out.finish_reason == "end_turn"
+    assert out.usage.prompt_tokens == 4 and out.usage.completion_tokens == 2
+    headers, body = fake.requests[0]
+    assert body["system"] == "You are terse." and body["messages"] == [{"role": "user", "content": "Hi?"}]
+    assert body["stop_sequences"] == ["STOP"] and body["max_tokens"] == 1024
+    assert not {"temperature", "top_p", "top_k", "repetition_penalty"} & set(body)
+    assert headers["anthropic-version"] == "2026-10-21"
+
+
+async def test_anthropic_legacy_version_sends_clamped_temperature(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+    fake = FakeAnthropic(responder=echo_last)
+    with serving(fake.app()) as srv:
+        async with backend(provider="anthropic", model="claude-test-1", endpoints=[srv.root_url],
+                           anthropic_version="2023-06-01") as b:  # fmt: skip
+            await b.complete(SYS_USER, GenerationParams(temperature=1.5))
+            await b.complete(SYS_USER, GenerationParams(temperature=0.6, seed=1))
+    assert [body["temperature"] for _, body in fake.requests] == [1.0, 0.6]
+    assert all("top_p" not in body for _, body in fake.requests)
+    assert fake.requests[0][0]["anthropic-version"] == "2023-06-01"
+
+
+async def test_anthropic_rate_limit_and_overload_are_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+    fake = FakeAnthropic(responder=echo_last, faults=[429, 529, 500])
+    with serving(fake.app()) as srv:
+        async with backend(provider="anthropic", model="claude-test-1", endpoints=[srv.root_url],
+                           max_concurrency=8) as b:  # fmt: skip
+            started = time.monotonic()
+            out = await b.complete(SYS_USER, GenerationParams())
+            waited = time.monotonic() - started
+    assert out.text == "echo: Hi?"
+    assert b.stats.retries == 3 and b.stats.rate_limited == 2
+    # The 429 said the request budget resets in about a second.
+    assert waited >= 0.5
+    assert b.stats.concurrency is not None and b.stats.concurrency < 8
+
+
+async def test_anthropic_missing_key_is_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with serving(FakeAnthropic().app()) as srv:
+        with pytest.raises(FatalBackendError) as err:
+            async with backend(provider="anthropic", model="claude-test-1", endpoints=[srv.root_url]) as b:
+                await b.complete(SYS_USER, GenerationParams())
+    assert "ANTHROPIC_API_KEY" in str(err.value)
+
+
+# -- TGI ---------------------------------------------------------------------------------
+
+
+async def test_tgi_reads_info_and_speaks_chat() -> None:
+    fake = FakeTGI(responder=echo_last, max_concurrent_requests=7)
+    with serving(fake.app()) as srv:
+        async with backend(provider="tgi", endpoints=[srv.root_url]) as b:
+            out = await b.complete(SYS_USER, GenerationParams(temperature=0.0, top_p=1.0, seed=5))
+            assert b.transport.model == "test-org/test-model-awq"
+            assert b.stats.concurrency == 7  # max_concurrent_requests from /info
+    assert out.text == "echo: Hi?" and out.usage.prompt_tokens == 4
+    assert fake.violations == []
+    path, body = fake.requests[-1]
+    assert path == "/v1/chat/completions"
+    assert body["temperature"] == 0.0 and "top_p" not in body and body["seed"] == 5
+
+
+async def test_tgi_without_template_uses_generate_within_the_rules() -> None:
+    fake = FakeTGI(responder=lambda body: "yes STOP5 more", chat_template=False)
+    stops = ["STOP1", "STOP2", "STOP3", "STOP4", "STOP5", "STOP6"]
+    with serving(fake.app()) as srv:
+        async with backend(provider="tgi", endpoints=[srv.root_url]) as b:
+            greedy = await b.complete(SYS_USER, GenerationParams(temperature=0.0, seed=0, stop=stops))
+            sampled = await b.complete(SYS_USER, GenerationParams(temperature=0.7, top_p=0.9))
+    assert fake.violations == []
+    generate = [body for path, body in fake.requests if path != "/v1/chat/completions"]
+    assert len(generate) == 2
+    g = generate[0]["parameters"]
+    assert g["do_sample"] is False and "temperature" not in g and "seed" not in g
+    assert g["stop"] == stops[:4] and g["max_new_tokens"] == 1024
+    assert generate[0]["inputs"].startswith("System: You are terse.\n\nUser: Hi?")
+    # The fifth stop string is applied here, since the server takes only four.
+    assert greedy.text == "yes " and greedy.finish_reason == "stop"
+    s = generate[1]["parameters"]
+    assert s["do_sample"] is True and s["temperature"] == 0.7 and s["top_p"] == 0.9
+    assert s["repetition_penalty"] == 1.1
+    assert sampled.usage.prompt_tokens == 7 and sampled.usage.completion_tokens == 3
+
+
+async def test_tgi_long_prompts() -> None:
+    fake = FakeTGI(responder=echo_last, max_input_tokens=50, max_total_tokens=60)
+    with serving(fake.app()) as srv:
+        async with backend(provider="tgi", endpoints=[srv.root_url]) as b:
+            # Fits only with a smaller max_new_tokens: shrunk to the room left, once.
+            fitted = await b.complete([Message(role="user", content="w " * 40)], GenerationParams())
+            assert fitted.text.startswith("echo:")
+            with pytest.raises(BackendError) as err:
+                await b.complete([Message(role="user", content="w " * 80)], GenerationParams())
+    assert "80 tokens" in str(err.value) and "max_input_tokens" in str(err.value)
+    assert fake.violations == []
+    assert [body["max_tokens"] for _, body in fake.requests] == [59, 20, 59]
+
+
+@pytest.mark.parametrize(
+    ("status", "retried"), [(424, True), (429, True), (500, True), (503, False)]
+)
+async def test_tgi_error_statuses(status: int, retried: bool) -> None:
+    fake = FakeTGI(responder=echo_last)
+    if status != 503:
+        fake.faults.extend([status])
+    with serving(fake.app()) as srv:
+        async with backend(provider="tgi", endpoints=[srv.root_url]) as b:
+            out = await b.complete(SYS_USER, GenerationParams())
+    assert out.text == "echo: Hi?"
+    assert b.stats.retries == (1 if retried else 0)
+    assert b.stats.rate_limited == (1 if status == 429 else 0)
+    assert fake.violations == []
+
+
+async def test_tgi_validation_error_is_not_retried() -> None:
+    fake = FakeTGI(responder=echo_last)
+    fake.faults.extend([422])
+    with serving(fake.app()) as srv:
+        async with backend(provider="tgi", endpoints=[srv.root_url]) as b:
+            with pytest.raises(BackendError) as err:
+                await b.complete(SYS_USER, GenerationParams())
+    assert "422" in str(err.value) and b.stats.retries == 0
+
+
+async def test_tgi_unreachable_is_fatal() -> None:
+    with pytest.raises(FatalBackendError) as err:
+        async with backend(provider="tgi", endpoints=["http://127.0.0.1:9"]):
+            pass
+    assert "cannot reach the TGI server" in str(err.value)
+
+
+# -- replica pools -----------------------------------------------------------------------
+
+
+async def test_pool_routes_by_outstanding_requests_and_survives_a_dead_replica() -> None:
+    a, b_ = FakeTGI(responder=echo_last, delay_s=0.05), FakeTGI(responder=echo_last, delay_s=0.05)
+    with serving(a.app()) as sa:
+        sb = serving(b_.app())
+        srv_b = sb.__enter__()
+        port_b = srv_b.port
+        async with backend(provider="tgi", endpoints=[sa.root_url, srv_b.root_url],
+                           health_interval_s=0.1) as pool:  # fmt: skip
+            assert pool.stats.concurrency == 256  # both replicas' max_concurrent_requests
+            msgs = [Message(role="user", content=f"q{i}") for i in range(40)]
+            outs = await asyncio.gather(*(pool.complete([m], GenerationParams()) for m in msgs))
+            assert [o.text for o in outs] == [f"echo: q{i}" for i in range(40)]
+            assert len(a.requests) == len(b_.requests) == 20  # least outstanding: an even split
+
+            sb.__exit__(None, None, None)  # replica b dies mid-run
+            outs = await asyncio.gather(*(pool.complete([m], GenerationParams()) for m in msgs[:20]))
+            assert all(o.text.startswith("echo:") for o in outs)
+            states = pool.transport.states  # type: ignore[attr-defined]
+            assert [s.healthy for s in states] == [True, False]
+
+            b2 = FakeTGI(responder=echo_last)
+            with serving(b2.app(), port=port_b):  # and comes back on the same address
+                for _ in range(50):
+                    if all(s.healthy for s in states):
+                        break
+                    await asyncio.sleep(0.05)
+                assert all(s.healthy for s in states)
+                await asyncio.gather(*(pool.complete([m], GenerationParams()) for m in msgs[:10]))
+                assert len(b2.requests) > 0
+
+
+async def test_pool_takes_an_unhealthy_replica_out_of_rotation() -> None:
+    a, b_ = FakeTGI(responder=echo_last), FakeTGI(responder=echo_last)
+    with serving(a.app()) as sa, serving(b_.app()) as sb:
+        async with backend(provider="tgi", endpoints=[sa.root_url, sb.root_url],
+                           health_interval_s=0.05) as pool:  # fmt: skip
+            b_.healthy = False
+            await asyncio.sleep(0.3)
+            before = len(b_.requests)
+            for i in range(6):
+                await pool.complete([Message(role="user", content=f"x{i}")], GenerationParams())
+            assert len(b_.requests) == before

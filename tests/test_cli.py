@@ -17,12 +17,12 @@ HPT = str(Path(sys.executable).parent / "hpt")
 
 
 def hpt(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "OPENAI_API_KEY": "test-key", **(env or {})}
     full_env.pop("OPENAI_BASE_URL", None)
     return subprocess.run(
-        [HPT, *args], capture_output=True, text=True, env=full_env, timeout=timeout
+        [HPT, *args], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=cwd
     )
 
 

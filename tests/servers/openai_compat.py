@@ -97,9 +97,15 @@ class FakeOpenAI:
     def _authorized(self, request: web.Request) -> bool:
         return request.headers.get("Authorization") == f"Bearer {self.api_key}"
 
+    @staticmethod
+    def _unauthorized(request: web.Request) -> web.Response:
+        # Like the real API, name the key that was refused (a leak we must not repeat).
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        return _error(401, f"Incorrect API key provided: {given}.", "invalid_request_error")
+
     async def _models(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
-            return _error(401, "Incorrect API key provided.", "invalid_request_error")
+            return self._unauthorized(request)
         data = [
             {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.model_ids
         ]
@@ -115,7 +121,7 @@ class FakeOpenAI:
 
     async def _chat(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
-            return _error(401, "Incorrect API key provided.", "invalid_request_error")
+            return self._unauthorized(request)
         try:
             body = await request.json()
         except json.JSONDecodeError:

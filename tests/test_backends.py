@@ -33,7 +33,12 @@ async def test_openai_request_and_response(monkeypatch: pytest.MonkeyPatch) -> N
     assert out.usage.completion_tokens == 2 and out.logprobs == [-0.5, -0.5]
     body = fake.requests[0]
     assert body["messages"][0] == {"role": "system", "content": "You are terse."}
-    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (0.6, 0.9, 1024, 3)
+    assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (
+        0.6,
+        0.9,
+        1024,
+        3,
+    )
     assert body["repetition_penalty"] == 1.1 and body["stop"] == ["\n\n"]
     assert b.stats.calls == 1 and b.stats.retries == 0
 
@@ -55,7 +60,12 @@ async def test_openai_bad_request_is_a_sample_error_without_retries(
     with serving(fake.app()) as srv:
         async with backend(provider="openai", model="test-model", endpoints=[srv.base_url]) as b:
             with pytest.raises(BackendError) as err:
-                await b.complete(SYS_USER, GenerationParams(temperature=2.0, top_p=1.0, max_tokens=1).model_copy(update={"temperature": 2.5}))
+                await b.complete(
+                    SYS_USER,
+                    GenerationParams(temperature=2.0, top_p=1.0, max_tokens=1).model_copy(
+                        update={"temperature": 2.5}
+                    ),
+                )
     assert "HTTP 400" in str(err.value) and not isinstance(err.value, FatalBackendError)
     assert b.stats.retries == 0 and b.stats.errors == 1
 
@@ -67,12 +77,16 @@ async def test_anthropic_maps_system_and_omits_sampling(monkeypatch: pytest.Monk
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
     fake = FakeAnthropic(responder=echo_last)
     with serving(fake.app()) as srv:
-        async with backend(provider="anthropic", model="claude-test-1", endpoints=[srv.root_url]) as b:
+        async with backend(
+            provider="anthropic", model="claude-test-1", endpoints=[srv.root_url]
+        ) as b:
             out = await b.complete(SYS_USER, GenerationParams(stop=["STOP"]))
     assert out.text == "echo: Hi?" and out.finish_reason == "end_turn"
     assert out.usage.prompt_tokens == 4 and out.usage.completion_tokens == 2
     headers, body = fake.requests[0]
-    assert body["system"] == "You are terse." and body["messages"] == [{"role": "user", "content": "Hi?"}]
+    assert body["system"] == "You are terse." and body["messages"] == [
+        {"role": "user", "content": "Hi?"}
+    ]
     assert body["stop_sequences"] == ["STOP"] and body["max_tokens"] == 1024
     assert not {"temperature", "top_p", "top_k", "repetition_penalty"} & set(body)
     assert headers["anthropic-version"] == "2026-10-21"
@@ -116,7 +130,9 @@ async def test_anthropic_missing_key_is_fatal(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     with serving(FakeAnthropic().app()) as srv:
         with pytest.raises(FatalBackendError) as err:
-            async with backend(provider="anthropic", model="claude-test-1", endpoints=[srv.root_url]) as b:
+            async with backend(
+                provider="anthropic", model="claude-test-1", endpoints=[srv.root_url]
+            ) as b:
                 await b.complete(SYS_USER, GenerationParams())
     assert "ANTHROPIC_API_KEY" in str(err.value)
 
@@ -143,7 +159,9 @@ async def test_tgi_without_template_uses_generate_within_the_rules() -> None:
     stops = ["STOP1", "STOP2", "STOP3", "STOP4", "STOP5", "STOP6"]
     with serving(fake.app()) as srv:
         async with backend(provider="tgi", endpoints=[srv.root_url]) as b:
-            greedy = await b.complete(SYS_USER, GenerationParams(temperature=0.0, seed=0, stop=stops))
+            greedy = await b.complete(
+                SYS_USER, GenerationParams(temperature=0.0, seed=0, stop=stops)
+            )
             sampled = await b.complete(SYS_USER, GenerationParams(temperature=0.7, top_p=0.9))
     assert fake.violations == []
     generate = [body for path, body in fake.requests if path != "/v1/chat/completions"]
@@ -225,7 +243,9 @@ async def test_pool_routes_by_outstanding_requests_and_survives_a_dead_replica()
             assert len(a.requests) == len(b_.requests) == 20  # least outstanding: an even split
 
             sb.__exit__(None, None, None)  # replica b dies mid-run
-            outs = await asyncio.gather(*(pool.complete([m], GenerationParams()) for m in msgs[:20]))
+            outs = await asyncio.gather(
+                *(pool.complete([m], GenerationParams()) for m in msgs[:20])
+            )
             assert all(o.text.startswith("echo:") for o in outs)
             states = pool.transport.states  # type: ignore[attr-defined]
             assert [s.healthy for s in states] == [True, False]

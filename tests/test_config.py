@@ -84,7 +84,9 @@ def test_missing_or_unknown_config_file(tmp_path: Path) -> None:
     assert_user_error(hpt("run", "--config", str(tmp_path / "run.json")), ".toml, .yaml or .yml")
 
 
-def test_run_from_config_with_key_from_dotenv(data_dir: Path, tmp_path: Path, boolq_answers) -> None:
+def test_run_from_config_with_key_from_dotenv(
+    data_dir: Path, tmp_path: Path, boolq_answers
+) -> None:
     secret = "sk-config-test-9f8e7d6c"
     fake = FakeOpenAI(KeyedResponder(boolq_answers, "zero_shot_cot"), api_key=secret)
     server = ServerThread(fake.app()).start()
@@ -127,7 +129,9 @@ def test_a_key_echoed_by_a_server_is_redacted(data_dir: Path, tmp_path: Path) ->
     assert secret not in result.stderr + result.stdout
 
 
-def test_cache_stats_and_clear(fake_openai, data_dir: Path, tmp_path: Path, _private_cache: Path) -> None:
+def test_cache_stats_and_clear(
+    fake_openai, data_dir: Path, tmp_path: Path, _private_cache: Path
+) -> None:
     _, server = fake_openai
     result = hpt("run", "--dataset", "boolq", "--model", "openai:test-model", "--base-url",
                  server.base_url, "--data-dir", str(data_dir), "--out", str(tmp_path / "r"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -41,16 +42,26 @@ class BackendStats:
 
 
 class AdaptiveConcurrency:
-    """A semaphore whose size can shrink on overload and grow back (AIMD)."""
+    """A semaphore whose size shrinks under overload and grows back (AIMD).
 
-    def __init__(self, limit: int, minimum: int = 1) -> None:
+    Calls are judged in windows of about ``limit`` outcomes. Overload answers reaching
+    ``OVERLOAD_SHARE`` of a window (and at least two) halve the cap, at most once per
+    ``cooldown_s``; a window without any adds one. A lone 429 among many successes is noise
+    and only costs its own retry (and the server's Retry-After, which the limiter honours).
+    """
+
+    OVERLOAD_SHARE = 0.1
+
+    def __init__(self, limit: int, minimum: int = 1, cooldown_s: float = 1.0) -> None:
         self.max_limit = limit
         self.minimum = min(minimum, limit)
         self.limit = limit
         self.in_flight = 0
+        self.cooldown_s = cooldown_s
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._successes = 0
-        self._last_cut = 0.0
+        self._window = 0
+        self._overloads = 0
+        self._last_cut = -cooldown_s
 
     async def acquire(self) -> None:
         if self.in_flight < self.limit and not self._waiters:
@@ -76,23 +87,30 @@ class AdaptiveConcurrency:
                 self.in_flight += 1
                 fut.set_result(None)
 
+    def _close_window(self) -> None:
+        self._window = 0
+        self._overloads = 0
+
     def on_success(self) -> None:
-        if self.limit >= self.max_limit:
+        self._window += 1
+        if self._window < self.limit:
             return
-        self._successes += 1
-        if self._successes >= self.limit:  # about one round trip's worth of calls
-            self._successes = 0
+        if self._overloads == 0 and self.limit < self.max_limit:
             self.limit += 1
             self._wake()
+        self._close_window()
 
-    def on_overload(self, cooldown_s: float = 1.0) -> None:
-        """Halve the cap, at most once per ``cooldown_s`` so one burst counts once."""
+    def on_overload(self) -> None:
+        self._window += 1
+        self._overloads += 1
+        threshold = max(2, math.ceil(self.OVERLOAD_SHARE * self.limit))
         now = time.monotonic()
-        if now - self._last_cut < cooldown_s:
-            return
-        self._last_cut = now
-        self._successes = 0
-        self.limit = max(self.minimum, min(self.limit, max(self.in_flight, 1)) // 2)
+        if self._overloads >= threshold and now - self._last_cut >= self.cooldown_s:
+            self._last_cut = now
+            self.limit = max(self.minimum, min(self.limit, max(self.in_flight, 1)) // 2)
+            self._close_window()
+        elif self._window >= self.limit:
+            self._close_window()
 
 
 class TokenBucket:

@@ -221,7 +221,7 @@ class HFTransport:
                 return await self._chat(messages, params, max_new)
             except (asyncio.CancelledError, TransientError, BackendError):
                 raise
-            except Exception as exc:  # noqa: BLE001 - sorted below and by _classify
+            except Exception as exc:
                 text = str(exc)
                 if _status(exc) != 422:
                     raise _classify(exc, self.endpoint) from exc

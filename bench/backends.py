@@ -1,0 +1,132 @@
+"""Backend throughput: calls/s through hpt's backend stack against a server that answers
+after a fixed delay and takes 128 calls at once, as a share of the ideal 128 / delay.
+
+Each call goes through everything a run uses: the response cache (on, every call a miss),
+per-backend limits, retries and the provider's client. The server runs in its own process
+(bench/lean_server.py) so the client has a core to itself. A second pass injects 5% faults
+(429 "overloaded" and 500, half each) and reports how many calls completed and the slowdown.
+
+    .venv/bin/python bench/backends.py [--providers openai,tgi,anthropic] [--calls 5120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench import lean_server  # noqa: E402
+from hpt.backends import (  # noqa: E402
+    BackendError,
+    GenerationParams,
+    Message,
+    ModelConfig,
+    ResponseCache,
+    open_backend,
+)
+
+CONCURRENCY = 128
+
+
+def config(provider: str, port: int) -> ModelConfig:
+    root = f"http://127.0.0.1:{port}"
+    if provider == "openai":
+        return ModelConfig(provider="openai", model="bench-model", endpoints=[f"{root}/v1"],
+                           max_concurrency=CONCURRENCY)  # fmt: skip
+    if provider == "anthropic":
+        return ModelConfig(provider="anthropic", model="bench-model", endpoints=[root],
+                           max_concurrency=CONCURRENCY)  # fmt: skip
+    return ModelConfig(provider="tgi", endpoints=[f"{root}/tgi"], api="chat")
+
+
+async def drive(provider: str, port: int, calls: int, warmup: int) -> dict[str, Any]:
+    os.environ.setdefault("OPENAI_API_KEY", "bench")
+    os.environ.setdefault("ANTHROPIC_API_KEY", "bench")
+    params = GenerationParams(max_tokens=64)
+    cache = None
+    if os.environ.get("BENCH_CACHE", "1") == "1":
+        cache = ResponseCache(Path(tempfile.mkdtemp()) / "responses.sqlite3")
+        await cache.open()
+    ok = failed = 0
+    async with open_backend(config(provider, port), label=provider, cache=cache) as backend:
+
+        async def batch(start: int, n: int) -> None:
+            nonlocal ok, failed
+            todo = iter(range(start, start + n))
+
+            async def worker() -> None:
+                nonlocal ok, failed
+                for i in todo:
+                    msg = [Message(role="user", content=f"Question {i}: is the sky blue? " * 8)]
+                    try:
+                        await backend.complete(msg, params, cache_seed=str(i))
+                        ok += 1
+                    except BackendError:
+                        failed += 1
+
+            await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+
+        await batch(0, warmup)
+        ok = failed = 0
+        t0 = time.perf_counter()
+        await batch(warmup, calls)
+        elapsed = time.perf_counter() - t0
+        stats = backend.stats
+    if cache is not None:
+        await cache.aclose()
+    return {"ok": ok, "failed": failed, "elapsed": elapsed, "retries": stats.retries,
+            "rate_limited": stats.rate_limited, "cap": stats.concurrency}  # fmt: skip
+
+
+def measure(provider: str, delay: float, fault_rate: float, calls: int) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    port_q: Any = ctx.Queue()
+    stop = ctx.Event()
+    proc = ctx.Process(target=lean_server.run, args=(delay, fault_rate, port_q, stop), daemon=True)
+    proc.start()
+    try:
+        port = port_q.get(timeout=30)
+        result = asyncio.run(drive(provider, port, calls, warmup=2 * CONCURRENCY))
+    finally:
+        stop.set()
+        proc.join(timeout=10)
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--providers", default="openai,tgi,anthropic")
+    ap.add_argument("--calls", type=int, default=40 * CONCURRENCY)
+    ap.add_argument("--delay", type=float, default=0.2)
+    ap.add_argument("--fault-rate", type=float, default=0.05)
+    args = ap.parse_args()
+    ideal = CONCURRENCY / args.delay
+    print(f"server delay {args.delay * 1000:.0f} ms, {CONCURRENCY} concurrent: "
+          f"ideal {ideal:.0f} calls/s; {args.calls} calls per pass")  # fmt: skip
+    for provider in args.providers.split(","):
+        clean = measure(provider, args.delay, 0.0, args.calls)
+        rate = clean["ok"] / clean["elapsed"]
+        print(f"{provider:9s} clean: {rate:6.1f} calls/s = {rate / ideal:6.1%} of ideal "
+              f"({clean['ok']} ok, {clean['failed']} failed, {clean['elapsed']:.2f} s)")  # fmt: skip
+        if args.fault_rate > 0:
+            faulty = measure(provider, args.delay, args.fault_rate, args.calls)
+            done = faulty["ok"] / args.calls
+            slow = faulty["elapsed"] / clean["elapsed"]
+            print(f"{provider:9s} {args.fault_rate:.0%} faults: completed {faulty['ok']}/"
+                  f"{args.calls} = {done:.1%}, {faulty['failed']} failed, "
+                  f"{faulty['retries']} retries ({faulty['rate_limited']} overloaded), "
+                  f"{faulty['elapsed']:.2f} s = {slow:.2f}x the clean pass, "
+                  f"final cap {faulty['cap']}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -23,11 +23,16 @@ def echo_last(body: dict) -> str:  # type: ignore[type-arg]
 # -- OpenAI ------------------------------------------------------------------------------
 
 
-async def test_openai_request_and_response(monkeypatch: pytest.MonkeyPatch) -> None:
+OPENAI_CLIENTS = pytest.mark.parametrize("client", ["sdk", "aiohttp"])
+
+
+@OPENAI_CLIENTS
+async def test_openai_request_and_response(client: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     fake = FakeOpenAI(responder=echo_last)
     with serving(fake.app()) as srv:
-        async with backend(provider="openai", model="test-model", endpoints=[srv.base_url]) as b:
+        async with backend(provider="openai", model="test-model", endpoints=[srv.base_url],
+                           client=client) as b:  # fmt: skip
             out = await b.complete(SYS_USER, GenerationParams(seed=3, stop=["\n\n"], logprobs=True))
     assert out.text == "echo: Hi?" and out.finish_reason == "stop" and not out.cached
     assert out.usage.completion_tokens == 2 and out.logprobs == [-0.5, -0.5]
@@ -43,11 +48,13 @@ async def test_openai_request_and_response(monkeypatch: pytest.MonkeyPatch) -> N
     assert b.stats.calls == 1 and b.stats.retries == 0
 
 
-async def test_openai_bad_key_stops_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+@OPENAI_CLIENTS
+async def test_openai_bad_key_stops_the_run(client: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key-123456")
     with serving(FakeOpenAI(responder=echo_last).app()) as srv:
         with pytest.raises(FatalBackendError) as err:
-            async with backend(provider="openai", model="test-model", endpoints=[srv.base_url]):
+            async with backend(provider="openai", model="test-model", endpoints=[srv.base_url],
+                               client=client):  # fmt: skip
                 pass
     assert "OPENAI_API_KEY" in str(err.value) and "sk-wrong-key-123456" not in str(err.value)
 

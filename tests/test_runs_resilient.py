@@ -52,8 +52,9 @@ def _spec(tmp_path: Path, data_dir: Path, model: str, name: str, **extra: Any) -
     ],
     ids=["rate-limits-and-5xx", "dropped-and-malformed", "timeouts"],
 )
+@pytest.mark.parametrize("client", ["sdk", "aiohttp"])
 async def test_openai_run_survives_faults(
-    faults: list[Any], monkeypatch: pytest.MonkeyPatch, boolq_answers: dict[str, str],
+    faults: list[Any], client: str, monkeypatch: pytest.MonkeyPatch, boolq_answers: dict[str, str],
     data_dir: Path, tmp_path: Path,
 ) -> None:  # fmt: skip
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
@@ -61,7 +62,7 @@ async def test_openai_run_survives_faults(
     with serving(fake.app()) as srv:
         spec = _spec(tmp_path, data_dir, "fast", "run", models={
             "fast": {"provider": "openai", "model": "test-model", "endpoints": [srv.base_url],
-                     "timeout_s": 1.0, "retry": FAST_RETRY}})  # fmt: skip
+                     "timeout_s": 1.0, "retry": FAST_RETRY, "client": client}})  # fmt: skip
         spec = spec.model_copy(update={"retry": None})
         await run_evaluation(spec)
     recs = _accounted(tmp_path / "run", spec)

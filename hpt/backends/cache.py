@@ -4,13 +4,16 @@ The key hashes everything that decides a completion: provider, model, endpoint, 
 generation parameter, the messages, and the caller's sample/epoch seed. Only successful
 completions are stored. All SQLite work runs on one worker thread, off the event loop;
 WAL mode lets several runs share one file.
+
+Two things keep the cache off the hot path of a fresh run: the keys present at open are
+held in memory (as 64-bit prefixes), so a miss costs no database trip, and writes are
+gathered for ``FLUSH_AFTER_S`` and committed together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import os
 import sqlite3
 import time
@@ -19,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import to_json
 
 from hpt.backends.base import Completion, GenerationParams, Message
 
 CACHE_ENV = "HPT_CACHE_DIR"
+FLUSH_AFTER_S = 0.05
 CACHE_FILE = "responses.sqlite3"
 
 _SCHEMA = """
@@ -55,16 +60,17 @@ def cache_key(
     messages: list[Message],
     seed: str,
 ) -> str:
-    identity = {
-        "provider": provider,
-        "model": model,
-        "endpoint": endpoint,
-        "params": params.model_dump(mode="json"),
-        "messages": [m.model_dump(mode="json") for m in messages],
-        "seed": seed,
-    }
-    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    # Fixed field order (GenerationParams' own, then a fixed list) makes the JSON canonical;
+    # pydantic-core's serializer is several times faster than json.dumps here.
+    identity = (
+        provider,
+        model,
+        endpoint,
+        params.model_dump(mode="json"),
+        [(m.role, m.content) for m in messages],
+        seed,
+    )
+    return hashlib.sha256(to_json(identity)).hexdigest()
 
 
 class CacheStats(BaseModel):
@@ -84,6 +90,9 @@ class ResponseCache:
         self.path = path or default_cache_path()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpt-cache")
         self._conn: sqlite3.Connection | None = None
+        self._known: set[int] = set()
+        self._pending: dict[str, tuple[str, str, str]] = {}
+        self._flusher: asyncio.Task[None] | None = None
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -113,12 +122,19 @@ class ResponseCache:
         conn.execute("UPDATE responses SET hits = hits + 1 WHERE key = ?", (key,))
         return str(row[0])
 
-    def _put(self, key: str, provider: str, model: str, blob: str) -> None:
-        self._connect().execute(
-            "INSERT OR REPLACE INTO responses (key, provider, model, created, completion) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (key, provider, model, time.time(), blob),
-        )
+    def _put_many(self, rows: list[tuple[str, str, str, float, str]]) -> None:
+        conn = self._connect()
+        with conn:  # one transaction for the batch
+            conn.execute("BEGIN")
+            conn.executemany(
+                "INSERT OR REPLACE INTO responses (key, provider, model, created, completion) "
+                "VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def _load_known(self) -> set[int]:
+        conn = self._connect()
+        return {int(k, 16) for (k,) in conn.execute("SELECT substr(key, 1, 16) FROM responses")}
 
     def _stats(self) -> CacheStats:
         conn = self._connect()
@@ -155,23 +171,50 @@ class ResponseCache:
 
     # -- event-loop side ---------------------------------------------------------------
     async def open(self) -> None:
-        await self._run(self._connect)
+        self._known = await self._run(self._load_known)
 
     async def get(self, key: str) -> Completion | None:
-        blob = await self._run(self._get, key)
+        if int(key[:16], 16) not in self._known:
+            return None
+        pending = self._pending.get(key)
+        blob = pending[2] if pending else await self._run(self._get, key)
         return None if blob is None else Completion.model_validate_json(blob)
 
     async def put(self, key: str, provider: str, model: str, completion: Completion) -> None:
-        await self._run(self._put, key, provider, model, completion.model_dump_json())
+        self._known.add(int(key[:16], 16))
+        self._pending[key] = (provider, model, completion.model_dump_json())
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush_soon(), name="hpt-cache-flush")
+
+    async def _flush_soon(self) -> None:
+        await asyncio.sleep(FLUSH_AFTER_S)
+        await self.flush()
+
+    async def flush(self) -> None:
+        self._flusher = None
+        if not self._pending:
+            return
+        now = time.time()
+        rows = [(k, p, m, now, blob) for k, (p, m, blob) in self._pending.items()]
+        self._pending = {}
+        await self._run(self._put_many, rows)
 
     async def stats(self) -> CacheStats:
+        await self.flush()
         result: CacheStats = await self._run(self._stats)
         return result
 
     async def clear(self) -> int:
+        self._pending.clear()
+        self._known.clear()
         result: int = await self._run(self._clear)
         return result
 
     async def aclose(self) -> None:
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.cancel()
+        # Shielded: a cancelled run still keeps the answers it paid for.
+        await asyncio.shield(self.flush())
         await self._run(self._close)
         self._pool.shutdown(wait=True)

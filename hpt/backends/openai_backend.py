@@ -22,18 +22,37 @@ from hpt.backends.errors import BackendError, FatalBackendError, TransientError
 from hpt.backends.ratelimit_headers import wait_from_headers
 from hpt.backends.secrets import redact, remember_secret
 
-_RETRY_STATUS = {408, 409}
-_OVERLOAD_STATUS = {429, 503, 529}
+
+def is_openai_host(base_url: str) -> bool:
+    return (urlparse(base_url).hostname or "").endswith("openai.com")
 
 
-def _repetition_penalty_field(base_url: str) -> str | None:
+def classify_status(code: int, detail: str, headers: Any, endpoint: str, model: str) -> Exception:
+    """What an HTTP error from an OpenAI-compatible server means for the caller."""
+    detail = f"HTTP {code}: {detail}"
+    if code in (401, 403):
+        return FatalBackendError(
+            f"{endpoint} refused our credentials ({code}); check OPENAI_API_KEY"
+        )
+    if code == 404:
+        return FatalBackendError(
+            f"model {model!r} or its endpoint was not found at {endpoint} (404); "
+            "check the model name and base URL"
+        )
+    if code in (429, 503, 529):
+        return TransientError(detail, retry_after_s=wait_from_headers(headers), overloaded=True)
+    if code in (408, 409) or code >= 500:
+        return TransientError(detail, retry_after_s=wait_from_headers(headers))
+    return BackendError(detail)  # 400/422: this request is wrong, retrying won't help
+
+
+def penalty_field_for(base_url: str) -> str | None:
     """Which request field carries a multiplicative repetition penalty on this server.
 
     api.openai.com has none (and rejects unknown fields); vLLM and most compatible servers
     take ``repetition_penalty`` in the body.
     """
-    host = urlparse(base_url).hostname or ""
-    return None if host.endswith("openai.com") else "repetition_penalty"
+    return None if is_openai_host(base_url) else "repetition_penalty"
 
 
 def short(exc: BaseException | str, limit: int = 300) -> str:
@@ -78,7 +97,7 @@ class OpenAITransport:
         self.model = model
         self.endpoint = str(self._client.base_url)
         self._rp_field = (
-            _repetition_penalty_field(self.endpoint)
+            penalty_field_for(self.endpoint)
             if repetition_penalty_field == "auto"
             else repetition_penalty_field
         )
@@ -121,24 +140,9 @@ class OpenAITransport:
         return parse_chat_completion(resp.content)
 
     def _status_error(self, exc: openai.APIStatusError) -> Exception:
-        code = exc.status_code
-        detail = f"HTTP {code}: {short(exc)}"
-        if code in (401, 403):
-            return FatalBackendError(
-                f"{self.endpoint} refused our credentials ({code}); check OPENAI_API_KEY"
-            )
-        if code == 404:
-            return FatalBackendError(
-                f"model {self.model!r} or its endpoint was not found at {self.endpoint} (404); "
-                "check the model name and base URL"
-            )
-        if code in _OVERLOAD_STATUS:
-            return TransientError(
-                detail, retry_after_s=wait_from_headers(exc.response.headers), overloaded=True
-            )
-        if code in _RETRY_STATUS or code >= 500:
-            return TransientError(detail, retry_after_s=wait_from_headers(exc.response.headers))
-        return BackendError(detail)  # 400/422: this request is wrong, retrying won't help
+        return classify_status(
+            exc.status_code, short(exc), exc.response.headers, self.endpoint, self.model
+        )
 
     async def start(self) -> None:
         try:

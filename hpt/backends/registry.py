@@ -8,6 +8,7 @@ of a ``[models.NAME]`` entry in a run config file, which can also set limits and
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 
@@ -34,6 +35,7 @@ DEFAULT_KEY_ENV = {
     "tgi": "HF_TOKEN",
     "hf": "HF_TOKEN",
 }
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 _KEYISH = {"api_key", "apikey", "key", "token", "secret", "password", "auth_token"}
 
 
@@ -68,6 +70,9 @@ class ModelConfig(BaseModel):
     anthropic_version: str | None = None
     # openai-compatible servers: the body field for a repetition penalty ("auto": by host)
     repetition_penalty_field: str | None = "auto"
+    # openai: the official SDK, or hpt's lean aiohttp client ("auto": the SDK for
+    # api.openai.com, the lean client for self-hosted servers, where call rates are high)
+    client: Literal["auto", "sdk", "aiohttp"] = "auto"
     health_interval_s: float = Field(5.0, gt=0)
 
     @model_validator(mode="before")
@@ -135,7 +140,8 @@ def spec_label(spec: str, config: ModelConfig) -> str:
 def _transport(config: ModelConfig, base_url: str | None) -> Transport:
     # Provider SDKs are imported here, when used: anthropic alone takes over a second.
     from hpt.backends.anthropic_backend import AnthropicTransport
-    from hpt.backends.openai_backend import OpenAITransport
+    from hpt.backends.openai_backend import OpenAITransport, is_openai_host
+    from hpt.backends.openai_lean import LeanOpenAITransport
     from hpt.backends.pool import ReplicaPool
     from hpt.backends.tgi_backend import HFTransport
 
@@ -148,18 +154,26 @@ def _transport(config: ModelConfig, base_url: str | None) -> Transport:
     endpoint = base_url or (config.endpoints[0] if config.endpoints else None)
     assert config.model is not None or config.provider == "tgi"
     if config.provider in ("openai", "local"):
-        return OpenAITransport(
-            config.model or "",
-            base_url=endpoint,
-            api_key=key if config.provider == "openai" else "no-key",
-            timeout_s=config.timeout_s,
-            repetition_penalty_field=(
-                "repeat_penalty"  # llama.cpp's name for it
-                if config.provider == "local"
-                else config.repetition_penalty_field
-            ),
-            provider=config.provider,
-        )
+        local = config.provider == "local"
+        url = endpoint or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_URL
+        lean = config.client == "aiohttp" or (config.client == "auto" and not is_openai_host(url))
+        if lean and not local and not key:
+            raise FatalBackendError(
+                "no OpenAI API key: set OPENAI_API_KEY in the environment or .env (any value "
+                "for a local server that ignores keys)"
+            )
+        options: dict[str, Any] = {
+            "api_key": "no-key" if local else key,
+            "timeout_s": config.timeout_s,
+            # llama.cpp's name for the penalty
+            "repetition_penalty_field": "repeat_penalty"
+            if local
+            else config.repetition_penalty_field,
+            "provider": config.provider,
+        }
+        if lean:
+            return LeanOpenAITransport(config.model or "", base_url=url, **options)
+        return OpenAITransport(config.model or "", base_url=url, **options)
     if config.provider == "anthropic":
         return AnthropicTransport(
             config.model or "",

@@ -279,3 +279,36 @@ async def test_pool_takes_an_unhealthy_replica_out_of_rotation() -> None:
             for i in range(6):
                 await pool.complete([Message(role="user", content=f"x{i}")], GenerationParams())
             assert len(b_.requests) == before
+
+
+async def test_pool_replica_down_at_start_joins_when_it_comes_up() -> None:
+    import socket
+
+    with socket.socket() as s:  # a free port nobody listens on yet
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    a = FakeTGI(responder=echo_last)
+    with serving(a.app()) as sa:
+        async with backend(provider="tgi", endpoints=[sa.root_url, f"http://127.0.0.1:{port}"],
+                           health_interval_s=0.05) as pool:  # fmt: skip
+            states = pool.transport.states  # type: ignore[attr-defined]
+            assert [s.healthy for s in states] == [True, False]
+            late = FakeTGI(responder=echo_last)
+            with serving(late.app(), port=port):
+                for _ in range(60):
+                    if states[1].healthy:
+                        break
+                    await asyncio.sleep(0.05)
+                assert states[1].healthy and states[1].replica.model == a.model_id
+                msgs = [Message(role="user", content=f"q{i}") for i in range(8)]
+                await asyncio.gather(*(pool.complete([m], GenerationParams()) for m in msgs))
+            assert late.requests
+
+
+async def test_pool_refuses_replicas_of_different_models() -> None:
+    a, b_ = FakeTGI(), FakeTGI(model_id="other/model")
+    with serving(a.app()) as sa, serving(b_.app()) as sb:
+        with pytest.raises(FatalBackendError) as err:
+            async with backend(provider="tgi", endpoints=[sa.root_url, sb.root_url]):
+                pass
+    assert "different models" in str(err.value)

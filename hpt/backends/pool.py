@@ -122,13 +122,31 @@ class ReplicaPool:
             checks = await asyncio.gather(*(s.replica.healthy() for s in self.states))
             for state, ok in zip(self.states, checks, strict=True):
                 if ok and not state.healthy:
-                    if self.model == "?" or state.replica.model == "?":
-                        with contextlib.suppress(Exception):
-                            await state.replica.start()
+                    if not await self._ready(state):
+                        continue
                     log.warning("replica %s back in rotation", state.replica.endpoint)
                     state.healthy = True
                 elif not ok and state.healthy:
                     self._mark_down(state, "/health failed")
+
+    async def _ready(self, state: ReplicaState) -> bool:
+        """A replica that was down at start still has to show it serves the pool's model."""
+        if state.replica.model == self.model:
+            return True
+        try:
+            await state.replica.start()
+        except Exception as exc:
+            log.warning("replica %s answers /health but not /info: %s", state.replica.endpoint, exc)
+            return False
+        if state.replica.model != self.model:
+            log.warning(
+                "replica %s serves %s, not %s; left out of the pool",
+                state.replica.endpoint,
+                state.replica.model,
+                self.model,
+            )
+            return False
+        return True
 
     async def aclose(self) -> None:
         if self._watcher is not None:

@@ -38,7 +38,8 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy hpt
 
 bench: $(VENV)/.installed-dev
-	$(BIN)/python bench/throughput.py $(ARGS)
+	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/backends.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -312,3 +312,25 @@ async def test_pool_refuses_replicas_of_different_models() -> None:
             async with backend(provider="tgi", endpoints=[sa.root_url, sb.root_url]):
                 pass
     assert "different models" in str(err.value)
+
+
+# -- Hugging Face inference providers ----------------------------------------------------
+
+
+async def test_hf_inference_through_the_router(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants as hub
+
+    from tests.servers.hf_router import hf_app
+
+    token = "hf_router_test_token"
+    fake = FakeOpenAI(responder=echo_last, api_key=token, model_ids=("org/model",))
+    with serving(hf_app(fake)) as srv:
+        monkeypatch.setattr(hub, "ENDPOINT", srv.root_url)
+        monkeypatch.setattr(hub, "INFERENCE_PROXY_TEMPLATE", srv.root_url + "/{provider}")
+        monkeypatch.setenv("HF_TOKEN", token)
+        async with backend(provider="hf", model="org/model", hf_provider="hf-inference") as b:
+            out = await b.complete(SYS_USER, GenerationParams(max_tokens=32, seed=2))
+    assert out.text == "echo: Hi?" and out.usage.completion_tokens == 2
+    body = fake.requests[0]
+    assert body["max_tokens"] == 32 and body["seed"] == 2 and body["temperature"] == 0.6
+    assert "repetition_penalty" not in body and "frequency_penalty" not in body

@@ -48,3 +48,15 @@ def test_two_boolq_samples_through_the_ladder(data_dir: Path, tmp_path: Path) ->
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n"] == 2 and summary["m"] == 5
     assert summary["hpi"] == pytest.approx(sum(r["hpi_score"] for r in recs) / 2)
+
+    # The same run again is answered from the cache, although the server gets a new port.
+    again = tmp_path / "again"
+    result = hpt("run", "--dataset", "boolq", "--limit", "2", "--data-dir", str(data_dir),
+                 "--out", str(again), "--gen-seed", "1", "--max-tokens", "192", timeout=900)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    recs2 = [json.loads(line) for line in (again / "samples.jsonl").read_text().splitlines()]
+    calls = [c for r in recs2 for a in r["attempts"] for c in a["calls"]]
+    assert calls and all(c["cached"] for c in calls)
+    assert sorted(r["resolved_level"] or 0 for r in recs2) == sorted(
+        r["resolved_level"] or 0 for r in recs
+    )

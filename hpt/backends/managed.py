@@ -55,8 +55,12 @@ class ManagedBackend:
         limits: BackendLimits | None = None,
         retry: RetryPolicy | None = None,
         cache: ResponseCache | None = None,
+        cache_endpoint: str | None = None,
     ) -> None:
         self.transport = transport
+        # What stands for the endpoint in cache keys, when the URL itself is not stable
+        # (the embedded server gets a new port every run).
+        self._cache_endpoint = cache_endpoint
         self._label = label
         self._limits = limits or BackendLimits()
         self._retry = retry or RetryPolicy()
@@ -80,7 +84,7 @@ class ManagedBackend:
         return cache_key(
             provider=t.provider,
             model=t.model,
-            endpoint=t.endpoint,
+            endpoint=self._cache_endpoint or t.endpoint,
             params=params,
             messages=messages,
             seed=seed,

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from hpt.backends.cache import ResponseCache
 from hpt.backends.errors import FatalBackendError
 from hpt.backends.limits import BackendLimits
-from hpt.backends.local import LOCAL_MODEL_NAME, local_server
+from hpt.backends.local import LOCAL_MODEL_NAME, find_gguf, local_server
 from hpt.backends.managed import ManagedBackend, Transport
 from hpt.backends.retry import RetryPolicy
 from hpt.backends.secrets import secret_from_env
@@ -210,14 +210,17 @@ async def open_backend(
 ) -> AsyncIterator[ManagedBackend]:
     """Yield a ready backend; anything it started (the embedded server) stops on exit."""
     async with contextlib.AsyncExitStack() as stack:
+        cache_endpoint = None
         if config.provider == "local":
             base_url = await stack.enter_async_context(local_server())
+            cache_endpoint = f"llama.cpp:{find_gguf().name}"
         backend = ManagedBackend(
             _transport(config, base_url),
             label=label,
             limits=config.limits,
             retry=config.retry,
             cache=cache,
+            cache_endpoint=cache_endpoint,
         )
         stack.push_async_callback(backend.aclose)
         await backend.check()

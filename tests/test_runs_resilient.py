@@ -152,6 +152,8 @@ async def test_second_identical_run_is_served_from_the_cache(
         assert len(fake.requests) == calls_first  # zero model calls the second time
         recs2 = _records(tmp_path / "second")
         assert all(c["cached"] for r in recs2 for a in r["attempts"] for c in a["calls"])
+        summary = json.loads((tmp_path / "second" / "summary.json").read_text())
+        assert summary["cached_calls"] == summary["calls"] == calls_first
         assert _without_volatile(_records(tmp_path / "first")) == _without_volatile(recs2)
 
         # A new epoch, a changed parameter, or --no-cache asks the model again.

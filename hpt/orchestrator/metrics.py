@@ -36,6 +36,8 @@ class Summary(BaseModel):
     calls: int
     prompt_tokens: int
     completion_tokens: int
+    # Of ``calls``, those answered from the response cache (no model call made).
+    cached_calls: int = 0
 
 
 class Tally:
@@ -46,11 +48,12 @@ class Tally:
         self.level_counts = dict.fromkeys(range(1, m + 1), 0)
         self.samples = self.unresolved = self.errors = 0
         self.score_sum = 0.0
-        self.calls = self.prompt_tokens = self.completion_tokens = 0
+        self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
 
     def add(self, record: SampleRecord) -> None:
         self.samples += 1
         self.calls += record.calls
+        self.cached_calls += record.cached_calls
         self.prompt_tokens += record.prompt_tokens
         self.completion_tokens += record.completion_tokens
         if record.error is not None:
@@ -88,6 +91,7 @@ class Tally:
             unresolved=self.unresolved,
             errors=self.errors,
             calls=self.calls,
+            cached_calls=self.cached_calls,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
         )

@@ -100,7 +100,7 @@ def summary_table(summary: Summary, strategies: list[str]) -> Table:
     table.add_row("errors (not scored)", str(summary.errors))
     table.add_row("samples scored / recorded", f"{summary.n} / {summary.samples}")
     table.add_row("m, HPI_dataset penalty", f"{summary.m}, {summary.penalty}")
-    table.add_row("model calls", str(summary.calls))
+    table.add_row("model calls (from the cache)", f"{summary.calls} ({summary.cached_calls})")
     table.add_row(
         "tokens (prompt + completion)", f"{summary.prompt_tokens} + {summary.completion_tokens}"
     )

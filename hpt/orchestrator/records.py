@@ -35,3 +35,7 @@ class SampleRecord(BaseModel):
     @property
     def calls(self) -> int:
         return sum(len(a.calls) for a in self.attempts)
+
+    @property
+    def cached_calls(self) -> int:
+        return sum(c.cached for a in self.attempts for c in a.calls)

@@ -46,13 +46,37 @@ def classify_status(code: int, detail: str, headers: Any, endpoint: str, model: 
     return BackendError(detail)  # 400/422: this request is wrong, retrying won't help
 
 
-def penalty_field_for(base_url: str) -> str | None:
+def resolve_penalty_field(setting: str | None, base_url: str) -> str | None:
     """Which request field carries a multiplicative repetition penalty on this server.
 
-    api.openai.com has none (and rejects unknown fields); vLLM and most compatible servers
-    take ``repetition_penalty`` in the body.
+    "auto": api.openai.com has none (and rejects unknown fields); vLLM and most compatible
+    servers take ``repetition_penalty`` in the body. Anything else is taken as given.
     """
+    if setting != "auto":
+        return setting
     return None if is_openai_host(base_url) else "repetition_penalty"
+
+
+def chat_body(
+    model: str, messages: list[Message], params: GenerationParams, penalty_field: str | None
+) -> dict[str, Any]:
+    """A chat-completions request body."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_tokens,
+    }
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if params.stop:
+        body["stop"] = params.stop
+    if params.logprobs:
+        body["logprobs"] = True
+    if penalty_field and params.repetition_penalty is not None:
+        body[penalty_field] = params.repetition_penalty
+    return body
 
 
 def short(exc: BaseException | str, limit: int = 300) -> str:
@@ -96,38 +120,18 @@ class OpenAITransport:
         self.provider = provider
         self.model = model
         self.endpoint = str(self._client.base_url)
-        self._rp_field = (
-            penalty_field_for(self.endpoint)
-            if repetition_penalty_field == "auto"
-            else repetition_penalty_field
-        )
+        self._rp_field = resolve_penalty_field(repetition_penalty_field, self.endpoint)
 
     @property
     def suggested_concurrency(self) -> int | None:
         return None
 
-    def _body(self, messages: list[Message], params: GenerationParams) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "max_tokens": params.max_tokens,
-        }
-        if params.seed is not None:
-            body["seed"] = params.seed
-        if params.stop:
-            body["stop"] = params.stop
-        if params.logprobs:
-            body["logprobs"] = True
-        if self._rp_field and params.repetition_penalty is not None:
-            body[self._rp_field] = params.repetition_penalty
-        return body
-
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         try:
             resp = await self._client.post(
-                "/chat/completions", body=self._body(messages, params), cast_to=httpx2.Response
+                "/chat/completions",
+                body=chat_body(self.model, messages, params, self._rp_field),
+                cast_to=httpx2.Response,
             )
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from exc

@@ -18,9 +18,10 @@ from pydantic_core import to_json
 from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_backend import (
+    chat_body,
     classify_status,
     parse_chat_completion,
-    penalty_field_for,
+    resolve_penalty_field,
     short,
 )
 from hpt.backends.secrets import remember_secret
@@ -48,11 +49,7 @@ class LeanOpenAITransport:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
-        self._rp_field = (
-            penalty_field_for(self.endpoint)
-            if repetition_penalty_field == "auto"
-            else repetition_penalty_field
-        )
+        self._rp_field = resolve_penalty_field(repetition_penalty_field, self.endpoint)
 
     @property
     def suggested_concurrency(self) -> int | None:
@@ -67,27 +64,10 @@ class LeanOpenAITransport:
             )
         return self._session
 
-    def _body(self, messages: list[Message], params: GenerationParams) -> bytes:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "max_tokens": params.max_tokens,
-        }
-        if params.seed is not None:
-            body["seed"] = params.seed
-        if params.stop:
-            body["stop"] = params.stop
-        if params.logprobs:
-            body["logprobs"] = True
-        if self._rp_field and params.repetition_penalty is not None:
-            body[self._rp_field] = params.repetition_penalty
-        return to_json(body)
-
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         try:
-            async with self._http().post(self._url, data=self._body(messages, params)) as resp:
+            body = to_json(chat_body(self.model, messages, params, self._rp_field))
+            async with self._http().post(self._url, data=body) as resp:
                 raw = await resp.read()
                 if resp.status >= 400:
                     raise self._status_error(resp.status, raw, resp.headers)

@@ -7,6 +7,7 @@ from hpt.backends.limits import BackendLimits, BackendStats
 from hpt.backends.managed import ManagedBackend, Transport
 from hpt.backends.registry import (
     PROVIDERS,
+    SPEC_HELP,
     ModelConfig,
     UnknownModelSpecError,
     open_backend,
@@ -18,6 +19,7 @@ from hpt.backends.secrets import load_dotenv_file, redact
 
 __all__ = [
     "PROVIDERS",
+    "SPEC_HELP",
     "Backend",
     "BackendError",
     "BackendLimits",

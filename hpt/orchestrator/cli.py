@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from hpt import __version__
 from hpt.backends import (
+    SPEC_HELP,
     BackendError,
     CacheError,
     GenerationParams,
@@ -282,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cache(args, console)
         console.print("datasets:   " + ", ".join(f"{n} ({t.hub_id})" for n, t in TASKS.items()))
         console.print("strategies: " + ", ".join(STRATEGIES))
+        console.print("models:     " + SPEC_HELP, markup=False)
         return 0
     except USER_ERRORS as exc:
         err.print(

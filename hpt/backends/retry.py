@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -49,7 +50,22 @@ async def call_with_retries(
 
     The wait before each retry is the larger of the jittered backoff and the server's own
     ``retry_after_s``. ``on_retry(error, wait)`` is told about each retry before its wait.
+
+    The first attempt runs before tenacity is set up: nearly every call succeeds at once, and
+    tenacity's per-call machinery costs ~0.1 ms, a sixth of the client's work per call at
+    hundreds of calls a second. Its failure is replayed to tenacity as attempt one.
     """
+    started = time.monotonic()
+    try:
+        return await fn()
+    except TransientError as exc:
+        replay: list[TransientError] = [exc]
+
+    async def attempt_fn() -> T:
+        if replay:
+            raise replay.pop()
+        return await fn()
+
     backoff = wait_random_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s)
 
     def wait(state: RetryCallState) -> float:
@@ -62,8 +78,9 @@ async def call_with_retries(
         if on_retry is not None and isinstance(exc, TransientError):
             on_retry(exc, state.upcoming_sleep)
 
+    budget = max(policy.max_total_s - (time.monotonic() - started), 0.0)
     retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.max_attempts) | stop_before_delay(policy.max_total_s),
+        stop=stop_after_attempt(policy.max_attempts) | stop_before_delay(budget),
         wait=wait,
         retry=retry_if_exception_type(TransientError),
         before_sleep=before_sleep,
@@ -72,12 +89,8 @@ async def call_with_retries(
     try:
         async for attempt in retrying:
             with attempt:
-                return await fn()
+                return await attempt_fn()
     except TransientError as exc:
-        stats = retrying.statistics
-        raise GaveUp(
-            exc,
-            int(stats.get("attempt_number", 1)),
-            float(stats.get("delay_since_first_attempt", 0)),
-        ) from exc
+        attempts = int(retrying.statistics.get("attempt_number", 1))
+        raise GaveUp(exc, attempts, time.monotonic() - started) from exc
     raise AssertionError("unreachable: tenacity either returns or re-raises")

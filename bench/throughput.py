@@ -65,6 +65,8 @@ def main() -> None:
     os.environ["OPENAI_API_KEY"] = "test-key"
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
+        # A fresh response cache: every call is a miss that is also written, as in a new run.
+        os.environ["HPT_CACHE_DIR"] = str(Path(tmp) / "cache")
         spec = RunSpec(
             dataset="boolq",
             model="openai:test-model",

@@ -138,13 +138,7 @@ def spec_label(spec: str, config: ModelConfig) -> str:
 
 
 def _transport(config: ModelConfig, base_url: str | None) -> Transport:
-    # Provider SDKs are imported here, when used: anthropic alone takes over a second.
-    from hpt.backends.anthropic_backend import AnthropicTransport
-    from hpt.backends.openai_backend import OpenAITransport, is_openai_host
-    from hpt.backends.openai_lean import LeanOpenAITransport
-    from hpt.backends.pool import ReplicaPool
-    from hpt.backends.tgi_backend import HFTransport
-
+    # Each provider's SDK is imported when it is used: anthropic alone takes over a second.
     key_env = config.api_key_env or DEFAULT_KEY_ENV.get(config.provider)
     key = secret_from_env(key_env) if key_env else None
     if config.api_key_env and key is None:
@@ -154,6 +148,9 @@ def _transport(config: ModelConfig, base_url: str | None) -> Transport:
     endpoint = base_url or (config.endpoints[0] if config.endpoints else None)
     assert config.model is not None or config.provider == "tgi"
     if config.provider in ("openai", "local"):
+        from hpt.backends.openai_backend import OpenAITransport, is_openai_host
+        from hpt.backends.openai_lean import LeanOpenAITransport
+
         local = config.provider == "local"
         url = endpoint or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_URL
         lean = config.client == "aiohttp" or (config.client == "auto" and not is_openai_host(url))
@@ -175,6 +172,8 @@ def _transport(config: ModelConfig, base_url: str | None) -> Transport:
             return LeanOpenAITransport(config.model or "", base_url=url, **options)
         return OpenAITransport(config.model or "", base_url=url, **options)
     if config.provider == "anthropic":
+        from hpt.backends.anthropic_backend import AnthropicTransport
+
         return AnthropicTransport(
             config.model or "",
             base_url=endpoint,
@@ -182,6 +181,9 @@ def _transport(config: ModelConfig, base_url: str | None) -> Transport:
             timeout_s=config.timeout_s,
             anthropic_version=config.anthropic_version,
         )
+    from hpt.backends.pool import ReplicaPool
+    from hpt.backends.tgi_backend import HFTransport
+
     if config.provider == "hf":
         return HFTransport(
             config.model or "",

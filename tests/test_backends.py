@@ -200,11 +200,12 @@ async def test_tgi_long_prompts() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "retried"), [(424, True), (429, True), (500, True), (503, False)]
+    ("status", "retried"),
+    [(424, True), (429, True), (500, True), ("drop", True), ("malformed", True), (None, False)],
 )
-async def test_tgi_error_statuses(status: int, retried: bool) -> None:
+async def test_tgi_error_statuses(status: int | str | None, retried: bool) -> None:
     fake = FakeTGI(responder=echo_last)
-    if status != 503:
+    if status is not None:
         fake.faults.extend([status])
     with serving(fake.app()) as srv:
         async with backend(provider="tgi", endpoints=[srv.root_url]) as b:

@@ -153,3 +153,18 @@ def test_unwritable_cache_is_one_clear_error(fake_openai, data_dir: Path, tmp_pa
                  server.base_url, "--data-dir", str(data_dir), "--out", str(tmp_path / "r"),
                  env={"HPT_CACHE_DIR": str(blocker / "sub")})  # fmt: skip
     assert_user_error(result, "cannot open the response cache", "--no-cache")
+
+
+def test_run_level_overrides_keep_the_models_other_settings() -> None:
+    from hpt.orchestrator import RunSpec
+
+    spec = RunSpec.model_validate({
+        "dataset": "boolq", "model": "m", "requests_per_minute": 60,
+        "models": {"m": {"provider": "openai", "model": "x", "tokens_per_minute": 5000,
+                         "retry": {"max_total_s": 900, "max_attempts": 3}}},
+        "retry": {"max_attempts": 9},
+    })  # fmt: skip
+    label, config = spec.resolve_model("m", evaluated=True)
+    assert label == "m"
+    assert (config.retry.max_attempts, config.retry.max_total_s) == (9, 900)
+    assert (config.requests_per_minute, config.tokens_per_minute) == (60, 5000)

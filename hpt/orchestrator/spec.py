@@ -45,8 +45,10 @@ class RunSpec(BaseModel):
             update["requests_per_minute"] = self.requests_per_minute
         if self.tokens_per_minute is not None:
             update["tokens_per_minute"] = self.tokens_per_minute
-        if self.retry is not None:
-            update["retry"] = self.retry
+        if self.retry is not None:  # only the fields the run sets; the model keeps the rest
+            update["retry"] = config.retry.model_copy(
+                update=self.retry.model_dump(exclude_unset=True)
+            )
         if evaluated and self.base_url and name not in self.models:
             update["endpoints"] = [self.base_url]
         config = config.model_copy(update=update)

@@ -62,11 +62,12 @@ def _node(level: int, name: str, runtime: LadderRuntime | None) -> Any:
         except BackendError as exc:
             attempt.error = str(exc)
         else:
-            check = runtime.task.check(state["sample"], completion)
-            attempt.completion, attempt.parsed, attempt.resolved = (
+            check = await runtime.task.acheck(state["sample"], completion)
+            attempt.completion, attempt.parsed, attempt.resolved, attempt.detail = (
                 completion,
                 check.parsed,
                 check.resolved,
+                check.detail,
             )
         attempt.calls = ctx.calls
         return {"attempts": [attempt]}

@@ -33,6 +33,8 @@ class Attempt(BaseModel):
     completion: str | None = None
     parsed: str | None = None
     resolved: bool = False
+    # The task's reason, where it has one (HumanEval: the failing test or sandbox verdict).
+    detail: str | None = None
     error: str | None = None
 
     @property

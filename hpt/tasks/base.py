@@ -33,6 +33,8 @@ class Check(BaseModel):
 
     parsed: str | None
     resolved: bool
+    # Why, where the task can say more than the parsed answer (a failing test, a timeout).
+    detail: str | None = None
 
 
 class Task(ABC):
@@ -95,6 +97,10 @@ class Task(ABC):
         return Check(
             parsed=parsed, resolved=parsed is not None and self.same(parsed, sample.target)
         )
+
+    async def acheck(self, sample: Sample, completion: str) -> Check:
+        """What the ladder calls; tasks that run code or models override it."""
+        return self.check(sample, completion)
 
 
 def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Sample]:

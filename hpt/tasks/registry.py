@@ -8,9 +8,10 @@ from hpt.tasks.base import Task
 from hpt.tasks.boolq import BoolQ
 from hpt.tasks.csqa import CommonsenseQA
 from hpt.tasks.gsm8k import GSM8K
+from hpt.tasks.humaneval import HumanEval
 from hpt.tasks.mmlu import MMLU
 
-TASKS: dict[str, type[Task]] = {t.name: t for t in (BoolQ, GSM8K, CommonsenseQA, MMLU)}
+TASKS: dict[str, type[Task]] = {t.name: t for t in (BoolQ, GSM8K, CommonsenseQA, MMLU, HumanEval)}
 
 
 class UnknownTaskError(ValueError):

@@ -40,6 +40,7 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/backends.py
+	$(BIN)/python bench/sandbox.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

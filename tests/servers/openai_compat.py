@@ -206,7 +206,8 @@ class ServerThread:
         return self
 
     async def _start(self) -> None:
-        self._runner = web.AppRunner(self._app, access_log=None)
+        # A short grace period: a stopped test server should die like a crashed replica.
+        self._runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(
             self._runner, "127.0.0.1", self._want_port, backlog=1024, reuse_address=True

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers.answer_key import KeyedResponder
+from tests.servers.answer_key import KeyedResponder, strategy_of
 from tests.servers.openai_compat import ServerThread
 
 HPT = str(Path(sys.executable).parent / "hpt")
@@ -223,8 +223,16 @@ def test_top_level_resolves_with_generated_knowledge(
     for r in records(out):
         assert r["resolved_level"] == 5 and r["hpi_score"] == 5.0
         gk = r["attempts"][-1]["calls"]
-        assert [c["purpose"] for c in gk] == ["knowledge", "answer"]
-    assert len(fake.requests) == 2 * (1 + 1 + 1 + 4 + 2)
+        assert [c["purpose"] for c in gk] == [
+            "knowledge 1/3", "knowledge 2/3", "knowledge 3/3", "answer"
+        ]  # fmt: skip
+        assert all(c["mean_token_prob"] is not None for c in gk[:3])
+        assert r["attempts"][-1]["notes"]["knowledge"].startswith(
+            "candidate 1 of 3 by mean token probability"
+        )
+    assert len(fake.requests) == 2 * (1 + 1 + 1 + 4 + 4)
+    # Only the knowledge candidates ask for logprobs.
+    assert all(bool(b.get("logprobs")) == (strategy_of(b) == "knowledge") for b in fake.requests)
 
 
 def test_plugin_strategy_joins_the_ladder(fake_openai, data_dir, boolq_answers, tmp_path) -> None:

@@ -86,7 +86,7 @@ async def test_unresolved_climbs_every_level(data_dir: Path) -> None:
     assert not any(a.resolved for a in attempts)
     assert all(a.parsed is None for a in attempts)
     # least-to-most makes four calls, generated knowledge two
-    assert [len(a.calls) for a in attempts] == [1, 1, 1, 4, 2]
+    assert [len(a.calls) for a in attempts] == [1, 1, 1, 4, 4]
     assert attempts[0].prompt_tokens == 10 and attempts[3].completion_tokens == 12
 
 
@@ -104,9 +104,14 @@ async def test_generated_knowledge_uses_the_knowledge_model(data_dir: Path) -> N
     model, knower = Scripted("True", None, name="evaluated"), Scripted("True", None, name="knower")
     _, attempts = await climb(data_dir, model, knower)
     gk = attempts[-1].calls
-    assert [(c.purpose, c.model) for c in gk] == [("knowledge", "knower"), ("answer", "evaluated")]
-    assert (
-        gk[1].messages[0].content.endswith(f'using knowledge of the passage:"{gk[0].completion}"')
+    assert [(c.purpose, c.model) for c in gk] == [
+        ("knowledge 1/3", "knower"), ("knowledge 2/3", "knower"), ("knowledge 3/3", "knower"),
+        ("answer", "evaluated"),
+    ]  # fmt: skip
+    # The scripted backend gives no logprobs, so the first candidate is used, and said so.
+    assert attempts[-1].notes["knowledge"] == "first candidate (the backend returned no logprobs)"
+    assert gk[3].messages[0].content.endswith(
+        f'using knowledge of the passage:"{gk[0].completion}"'
     )
 
 
@@ -140,3 +145,20 @@ async def test_a_registered_strategy_becomes_a_level(data_dir: Path) -> None:
         assert [a.strategy for a in attempts] == ["echo_twice"] and attempts[0].resolved
     finally:
         del STRATEGIES["echo_twice"]
+
+
+def test_knowledge_candidate_by_mean_token_probability() -> None:
+    import math
+
+    from hpt.backends import Completion
+    from hpt.graphs.strategies import choose_knowledge, mean_token_prob
+
+    def c(*lps: float) -> Completion:
+        return Completion(text="k", logprobs=list(lps))
+
+    assert mean_token_prob([math.log(0.5), math.log(0.25)]) == 0.375
+    # The paper's rule is the mean of probabilities (here 0.50 beats 0.37), not of logprobs.
+    index, rule = choose_knowledge([c(-2.0, -2.0), c(0.0, -9.0), c(-1.0, -1.0)])
+    assert index == 1 and rule.startswith("candidate 2 of 3 by mean token probability")
+    index, rule = choose_knowledge([c(-1.0), Completion(text="no logprobs"), c(-0.1)])
+    assert index == 0 and rule == "first candidate (the backend returned no logprobs)"

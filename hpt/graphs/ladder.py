@@ -70,6 +70,7 @@ def _node(level: int, name: str, runtime: LadderRuntime | None) -> Any:
                 check.detail,
             )
         attempt.calls = ctx.calls
+        attempt.notes = ctx.notes
         return {"attempts": [attempt]}
 
     return run

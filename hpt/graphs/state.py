@@ -23,6 +23,8 @@ class Call(BaseModel):
     latency_s: float = 0.0
     # Served from the response cache (no model call was made).
     cached: bool = False
+    # Mean of exp(logprob) over the completion's tokens, when logprobs were asked for.
+    mean_token_prob: float | None = None
 
 
 class Attempt(BaseModel):
@@ -35,6 +37,8 @@ class Attempt(BaseModel):
     resolved: bool = False
     # The task's reason, where it has one (HumanEval: the failing test or sandbox verdict).
     detail: str | None = None
+    # What the strategy says about itself (generated knowledge: which candidate, by what rule).
+    notes: dict[str, str] = Field(default_factory=dict)
     error: str | None = None
 
     @property

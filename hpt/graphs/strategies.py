@@ -6,10 +6,11 @@ every call) and returns the completion the task should check.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from hpt.backends import Backend, GenerationParams, Message
+from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.graphs.state import Attempt, Call
 from hpt.prompts import FieldValue
 from hpt.tasks import Sample, Task
@@ -25,6 +26,8 @@ class StrategyContext:
     params: GenerationParams
     exemplar_pool: Sequence[Sample]
     previous: Sequence[Attempt]
+    # Said about the attempt beyond its calls (e.g. which knowledge candidate was used).
+    notes: dict[str, str] = field(default_factory=dict)
     # Keeps this sample's (and epoch's) cached answers apart from every other's.
     cache_seed: str = ""
     calls: list[Call] = field(default_factory=list)
@@ -40,8 +43,22 @@ class StrategyContext:
     async def ask(
         self, messages: list[Message], purpose: str = "answer", model: Backend | None = None
     ) -> str:
+        return (await self.draw(messages, purpose, model)).text
+
+    async def draw(
+        self,
+        messages: list[Message],
+        purpose: str = "answer",
+        model: Backend | None = None,
+        *,
+        params: GenerationParams | None = None,
+        index: int = 0,
+    ) -> Completion:
+        """One recorded call. ``index`` > 0 marks a further sample of the same prompt, which
+        gets its own cache entry instead of repeating the first."""
         backend = model or self.model
-        result = await backend.complete(messages, self.params, cache_seed=self.cache_seed)
+        seed = self.cache_seed if index == 0 else f"{self.cache_seed}#draw{index}"
+        result = await backend.complete(messages, params or self.params, cache_seed=seed)
         self.calls.append(
             Call(
                 purpose=purpose,
@@ -52,9 +69,10 @@ class StrategyContext:
                 usage=result.usage,
                 latency_s=result.latency_s,
                 cached=result.cached,
+                mean_token_prob=mean_token_prob(result.logprobs),
             )
         )
-        return result.text
+        return result
 
 
 StrategyFn = Callable[[StrategyContext], Awaitable[str]]
@@ -137,11 +155,44 @@ async def least_to_most(ctx: StrategyContext) -> str:
     return previous
 
 
+def mean_token_prob(logprobs: Sequence[float] | None) -> float | None:
+    """The mean of the tokens' probabilities, exp(logprob); None without logprobs."""
+    if not logprobs:
+        return None
+    return sum(math.exp(lp) for lp in logprobs) / len(logprobs)
+
+
+def choose_knowledge(candidates: Sequence[Completion]) -> tuple[int, str]:
+    """The candidate to use and the rule that chose it (GKP: highest mean token probability
+    when every candidate has logprobs, else the first)."""
+    scores = [mean_token_prob(c.logprobs) for c in candidates]
+    if not scores or any(s is None for s in scores):
+        return 0, "first candidate (the backend returned no logprobs)"
+    known = [s for s in scores if s is not None]
+    best = max(range(len(known)), key=lambda i: known[i])
+    shown = ", ".join(f"{s:.3f}" for s in known)
+    return best, f"candidate {best + 1} of {len(known)} by mean token probability ({shown})"
+
+
+KNOWLEDGE_CANDIDATES = 3
+
+
 @strategy("generated_knowledge")
 async def generated_knowledge(ctx: StrategyContext) -> str:
-    knowledge = await ctx.ask(
-        _user(ctx.render("generated_knowledge", "knowledge")),
-        purpose="knowledge",
-        model=ctx.knowledge_model,
-    )
+    # The paper samples three knowledge candidates and keeps the most probable one.
+    prompt = _user(ctx.render("generated_knowledge", "knowledge"))
+    with_logprobs = ctx.params.model_copy(update={"logprobs": True})
+    candidates = [
+        await ctx.draw(
+            prompt,
+            purpose=f"knowledge {i + 1}/{KNOWLEDGE_CANDIDATES}",
+            model=ctx.knowledge_model,
+            params=with_logprobs,
+            index=i,
+        )
+        for i in range(KNOWLEDGE_CANDIDATES)
+    ]
+    chosen, rule = choose_knowledge(candidates)
+    ctx.notes["knowledge"] = rule
+    knowledge = candidates[chosen].text
     return await ctx.ask(_user(ctx.render("generated_knowledge", "user", knowledge=knowledge)))

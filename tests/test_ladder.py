@@ -110,8 +110,8 @@ async def test_generated_knowledge_uses_the_knowledge_model(data_dir: Path) -> N
     ]  # fmt: skip
     # The scripted backend gives no logprobs, so the first candidate is used, and said so.
     assert attempts[-1].notes["knowledge"] == "first candidate (the backend returned no logprobs)"
-    assert gk[3].messages[0].content.endswith(
-        f'using knowledge of the passage:"{gk[0].completion}"'
+    assert (
+        gk[3].messages[0].content.endswith(f'using knowledge of the passage:"{gk[0].completion}"')
     )
 
 

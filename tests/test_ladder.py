@@ -162,3 +162,51 @@ def test_knowledge_candidate_by_mean_token_probability() -> None:
     assert index == 1 and rule.startswith("candidate 2 of 3 by mean token probability")
     index, rule = choose_knowledge([c(-1.0), Completion(text="no logprobs"), c(-0.1)])
     assert index == 0 and rule == "first candidate (the backend returned no logprobs)"
+
+
+class Voters:
+    """Answers the self-consistency samples from a script, in order."""
+
+    name = "voters"
+
+    def __init__(self, answers: list[str]) -> None:
+        self.answers = list(answers)
+        self.seeds: list[str] = []
+
+    async def complete(
+        self, messages: list[Message], params: GenerationParams, *, cache_seed: str = ""
+    ) -> Completion:
+        self.seeds.append(cache_seed)
+        return Completion(text=self.answers.pop(0))
+
+    async def check(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("answers", "resolved", "votes"),
+    [
+        # G is the gold answer, O the other one.
+        (["Answer: G", "O.", "I'd say G", "no idea", "G"], True, "'G': 3, 'O': 1; unreadable: 1"),
+        (["O", "G", "G", "O", "hmm"], False, "'O': 2, 'G': 2; unreadable: 1"),  # tie: first drawn
+        (["G", "G", "O", "O", "O"], False, "'O': 3, 'G': 2; unreadable: 0"),
+        (["hmm"] * 5, False, "none; unreadable: 5"),
+    ],
+)
+async def test_self_consistency_votes(
+    data_dir: Path, answers: list[str], resolved: bool, votes: str
+) -> None:
+    sample, _ = await climb(data_dir, Scripted("True", None), strategies=["role"])
+    gold = sample.target
+    other = "False" if gold == "True" else "True"
+
+    def fill(text: str) -> str:
+        return text.replace("G", gold).replace("O", other)
+
+    voters = Voters([fill(a) if a not in ("no idea", "hmm") else a for a in answers])
+    _, attempts = await climb(data_dir, voters, strategies=["self_consistency"])
+    (attempt,) = attempts
+    assert len(attempt.calls) == 5 and len(set(voters.seeds)) == 5  # five separate draws
+    assert attempt.notes["votes"] == votes.replace("'G'", f"'{gold}'").replace("'O'", f"'{other}'")
+    assert attempt.resolved is resolved

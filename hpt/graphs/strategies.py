@@ -7,6 +7,7 @@ every call) and returns the completion the task should check.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -196,3 +197,31 @@ async def generated_knowledge(ctx: StrategyContext) -> str:
     ctx.notes["knowledge"] = rule
     knowledge = candidates[chosen].text
     return await ctx.ask(_user(ctx.render("generated_knowledge", "user", knowledge=knowledge)))
+
+
+SELF_CONSISTENCY_SAMPLES = 5
+
+
+@strategy("self_consistency")
+async def self_consistency(ctx: StrategyContext) -> str:
+    """Self-consistency (Wang et al., 2023): several sampled chain-of-thought answers to the
+    zero-shot CoT prompt, and the answer most of them reach. Not one of the paper's five
+    levels; name it anywhere in ``--strategies``. A dataset may set ``samples`` in a
+    ``[self_consistency]`` table of its prompt file (default 5)."""
+    prompts = ctx.task.prompts
+    n = SELF_CONSISTENCY_SAMPLES
+    if prompts.has("self_consistency"):
+        n = int(prompts.section("self_consistency").get("samples", n))
+    prompt = _user(ctx.render("zero_shot_cot", "user"))
+    drawn = [await ctx.draw(prompt, purpose=f"sample {i + 1}/{n}", index=i) for i in range(n)]
+    answers = [ctx.task.parse(c.text, ctx.sample) for c in drawn]
+    votes = Counter(a for a in answers if a is not None)
+    unreadable = sum(a is None for a in answers)
+    tally = ", ".join(f"{a!r}: {k}" for a, k in votes.most_common())
+    ctx.notes["votes"] = f"{tally or 'none'}; unreadable: {unreadable}"
+    if not votes:
+        return drawn[0].text
+    # Most votes; a tie goes to the answer drawn first.
+    top = max(votes.values())
+    winner = next(a for a in answers if a is not None and votes[a] == top)
+    return next(c.text for c, a in zip(drawn, answers, strict=True) if a == winner)

@@ -63,5 +63,5 @@ def test_every_dataset_renders_every_strategy(dataset: str, data_dir: Path) -> N
     steps = p.texts("least_to_most", "steps")
     last = p.render("least_to_most", steps[-1], {**sample.fields, "previous": "PR"})
     # The final least-to-most step must contain the question (HumanEval: the code) itself.
-    main = "question" if "question" in sample.fields else "code"
+    main = next(k for k in ("question", "code", "text", "dialogue") if k in sample.fields)
     assert str(sample.fields[main]) in last

@@ -63,12 +63,12 @@ def _node(level: int, name: str, runtime: LadderRuntime | None) -> Any:
             attempt.error = str(exc)
         else:
             check = await runtime.task.acheck(state["sample"], completion)
-            attempt.completion, attempt.parsed, attempt.resolved, attempt.detail = (
+            attempt.completion, attempt.parsed, attempt.resolved = (
                 completion,
                 check.parsed,
                 check.resolved,
-                check.detail,
             )
+            attempt.detail, attempt.score = check.detail, check.score
         attempt.calls = ctx.calls
         attempt.notes = ctx.notes
         return {"attempts": [attempt]}

@@ -37,6 +37,8 @@ class Attempt(BaseModel):
     resolved: bool = False
     # The task's reason, where it has one (HumanEval: the failing test or sandbox verdict).
     detail: str | None = None
+    # The task's graded score on a 0-1 scale (sentence BLEU, ROUGE-L), where it has one.
+    score: float | None = None
     # What the strategy says about itself (generated knowledge: which candidate, by what rule).
     notes: dict[str, str] = Field(default_factory=dict)
     error: str | None = None

@@ -105,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--gen-seed", type=int, help="sampling seed sent to the model")
     run.add_argument(
+        "--threshold",
+        type=float,
+        help="iwslt/samsum: the score (0-1) that resolves a sample "
+        "(default: 0.15 sentence BLEU, 0.20 ROUGE-L F)",
+    )
+    run.add_argument(
         "--max-attempts",
         type=int,
         help=f"tries per model call before the sample is recorded as an error "
@@ -151,6 +157,7 @@ _FLAGS = {  # CLI flag -> RunSpec field
     "rpm": "requests_per_minute",
     "tpm": "tokens_per_minute",
     "epoch": "epoch",
+    "threshold": "threshold",
     "data_dir": "data_dir",
     "out": "out",
 }

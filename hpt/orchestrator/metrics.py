@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from pydantic import BaseModel
 
 from hpt.orchestrator.records import SampleRecord
+from hpt.tasks import TASKS
+from hpt.tasks.generation import GenerationTask
 
 
 def hpi_score(resolved_level: int | None, m: int, penalty: float) -> float:
@@ -38,6 +40,11 @@ class Summary(BaseModel):
     completion_tokens: int
     # Of ``calls``, those answered from the response cache (no model call made).
     cached_calls: int = 0
+    # Translation and summarisation: the dataset-level score over each scored sample's final
+    # output (the resolving attempt, else the last) -- corpus BLEU for IWSLT, mean ROUGE-L F
+    # for SAMSum, on a 0-1 scale -- as reported beside the HPI in the paper's table 3.
+    text_metric: str | None = None
+    text_score: float | None = None
 
 
 class Tally:
@@ -49,6 +56,8 @@ class Tally:
         self.samples = self.unresolved = self.errors = 0
         self.score_sum = 0.0
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
+        # (final output, reference, its score) per scored sample, for text metrics
+        self.finals: list[tuple[str, str, float | None]] = []
 
     def add(self, record: SampleRecord) -> None:
         self.samples += 1
@@ -64,6 +73,9 @@ class Tally:
         else:
             self.level_counts[record.resolved_level] += 1
         self.score_sum += hpi_score(record.resolved_level, self.m, self.penalty)
+        final = record.attempts[-1] if record.attempts else None
+        if final is not None:
+            self.finals.append((final.parsed or "", record.target, final.score))
 
     @property
     def n(self) -> int:
@@ -73,9 +85,17 @@ class Tally:
     def hpi(self) -> float | None:
         return self.score_sum / self.n if self.n else None
 
+    def text_score(self) -> tuple[str | None, float | None]:
+        task = TASKS.get(self.dataset)
+        if task is None or not issubclass(task, GenerationTask) or not self.finals:
+            return None, None
+        outputs, references, scores = zip(*self.finals, strict=True)
+        return task.corpus_metric, task.corpus_score(list(outputs), list(references), scores)
+
     def summary(self) -> Summary:
         n = self.n
         resolved = sum(self.level_counts.values())
+        metric, score = self.text_score()
         return Summary(
             dataset=self.dataset,
             model=self.model,
@@ -92,6 +112,8 @@ class Tally:
             errors=self.errors,
             calls=self.calls,
             cached_calls=self.cached_calls,
+            text_metric=metric,
+            text_score=score,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
         )

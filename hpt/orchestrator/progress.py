@@ -97,6 +97,8 @@ def summary_table(summary: Summary, strategies: list[str]) -> Table:
     for level, name in enumerate(strategies, 1):
         table.add_row(f"resolved at L{level} {name}", str(summary.level_counts.get(level, 0)))
     table.add_row("unresolved", str(summary.unresolved))
+    if summary.text_metric is not None:
+        table.add_row(summary.text_metric, _fmt(summary.text_score))
     table.add_row("errors (not scored)", str(summary.errors))
     table.add_row("samples scored / recorded", f"{summary.n} / {summary.samples}")
     table.add_row("m, HPI_dataset penalty", f"{summary.m}, {summary.penalty}")

@@ -26,7 +26,8 @@ from hpt.orchestrator.metrics import Summary, Tally, hpi_score
 from hpt.orchestrator.records import SampleRecord
 from hpt.orchestrator.spec import RunSpec
 from hpt.orchestrator.store import SPEC, SUMMARY, RunStore
-from hpt.tasks import Sample, get_task, resolve_data_dir, select
+from hpt.tasks import DatasetError, Sample, get_task, resolve_data_dir, select
+from hpt.tasks.generation import GenerationTask
 
 
 class RunObserver(Protocol):
@@ -79,6 +80,13 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
         spec.resolve_model(spec.knowledge_model, evaluated=False) if spec.knowledge_model else None
     )
     task = get_task(spec.dataset, resolve_data_dir(spec.data_dir))
+    if spec.threshold is not None:
+        if not isinstance(task, GenerationTask):
+            raise DatasetError(
+                f"--threshold applies to datasets resolved by a score (iwslt, samsum), "
+                f"not {task.name}"
+            )
+        task.threshold = spec.threshold
     for name in strategies:
         if name in DEFAULT_LADDER:  # fail before any model call if the dataset lacks its prompts
             task.prompts.section(name)

@@ -35,6 +35,8 @@ class Check(BaseModel):
     resolved: bool
     # Why, where the task can say more than the parsed answer (a failing test, a timeout).
     detail: str | None = None
+    # A graded score on a 0-1 scale, for tasks resolved by a threshold (BLEU, ROUGE-L).
+    score: float | None = None
 
 
 class Task(ABC):

@@ -9,9 +9,13 @@ from hpt.tasks.boolq import BoolQ
 from hpt.tasks.csqa import CommonsenseQA
 from hpt.tasks.gsm8k import GSM8K
 from hpt.tasks.humaneval import HumanEval
+from hpt.tasks.iwslt import IWSLT
 from hpt.tasks.mmlu import MMLU
+from hpt.tasks.samsum import SAMSum
 
-TASKS: dict[str, type[Task]] = {t.name: t for t in (BoolQ, GSM8K, CommonsenseQA, MMLU, HumanEval)}
+TASKS: dict[str, type[Task]] = {
+    t.name: t for t in (BoolQ, GSM8K, CommonsenseQA, MMLU, HumanEval, IWSLT, SAMSum)
+}
 
 
 class UnknownTaskError(ValueError):

@@ -171,3 +171,47 @@ async def test_ladder_on_humaneval(
         assert r.resolved_level == 2
         assert r.attempts[0].detail.startswith("AssertionError") and not r.attempts[0].resolved
         assert r.attempts[1].detail == "passed"
+
+
+async def test_samples_per_task_reports_pass_at_k(
+    humaneval,
+    data_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    import threading
+    from collections import Counter
+
+    from hpt.orchestrator import RunSpec, run_evaluation
+    from hpt.orchestrator.store import read_records
+    from tests.backend_helpers import serving
+    from tests.servers.answer_key import strategy_of
+    from tests.servers.openai_compat import FakeOpenAI
+
+    solutions = {str(s.fields["code"]): s for s in humaneval.load_samples()}
+    seen: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def responder(body: dict) -> str:  # type: ignore[type-arg]
+        prompt = body["messages"][-1]["content"]
+        sample = next(s for code, s in solutions.items() if code in prompt)
+        if strategy_of(body) == "role":
+            with lock:
+                seen[sample.id] += 1
+                first = seen[sample.id] == 1
+            if not first:  # one of the three level-1 draws is right
+                return "    return None\n"
+        return f"```python\n{sample.fields['code']}{sample.target}```"
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with serving(FakeOpenAI(responder).app()) as srv:
+        spec = RunSpec(dataset="humaneval", model="openai:test-model", base_url=srv.base_url,
+                       limit=3, samples_per_task=3, data_dir=data_dir, out=tmp_path / "run",
+                       strategies=["role", "zero_shot_cot"])  # fmt: skip
+        result = await run_evaluation(spec)
+    records = list(read_records(tmp_path / "run"))
+    assert len(records) == 9 and sorted({r.draw for r in records}) == [0, 1, 2]
+    p = result.summary.pass_at_k
+    assert p["level1@1"] == pytest.approx(1 / 3) and p["level1@2"] == pytest.approx(2 / 3)
+    assert p["level1@3"] == 1.0 and p["hpf@1"] == 1.0
+    assert result.summary.hpi == pytest.approx((1 + 2 + 2) / 3)

@@ -56,3 +56,23 @@ def test_custom_m_and_errors_are_not_scored() -> None:
 def test_empty_run_has_no_hpi() -> None:
     s = summarize([], dataset="boolq", model="m", mode="standard", m=5, penalty=1.71)
     assert s.hpi is None and s.accuracy is None and s.n == 0
+
+
+def test_pass_at_k_matches_the_papers_estimator() -> None:
+    import math
+
+    import pytest
+
+    from hpt.orchestrator.metrics import pass_at_k
+
+    def reference(n: int, c: int, k: int) -> float:  # Chen et al. 2021, figure 3
+        if n - c < k:
+            return 1.0
+        return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+    for n in range(1, 12):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                assert pass_at_k(n, c, k) == pytest.approx(reference(n, c, k))
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)

@@ -37,6 +37,11 @@ class LadderRuntime:
     epoch: int = 0
 
 
+def cache_seed(sample_id: str, epoch: int, draw: int) -> str:
+    """What keeps one climb's cached answers apart from every other climb's."""
+    return f"{sample_id}#{epoch}" + (f"/{draw}" if draw else "")
+
+
 def _node(level: int, name: str, runtime: LadderRuntime | None) -> Any:
     fn = STRATEGIES[name]
 
@@ -52,7 +57,7 @@ def _node(level: int, name: str, runtime: LadderRuntime | None) -> Any:
             params=runtime.params,
             exemplar_pool=runtime.exemplar_pool,
             previous=state["attempts"],
-            cache_seed=f"{state['sample'].id}#{runtime.epoch}",
+            cache_seed=cache_seed(state["sample"].id, runtime.epoch, state.get("draw", 0)),
         )
         attempt = Attempt(level=level, strategy=name)
         try:

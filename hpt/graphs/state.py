@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, TypedDict
+from typing import Annotated, NotRequired, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -59,3 +59,5 @@ class Attempt(BaseModel):
 class LadderState(TypedDict):
     sample: Sample
     attempts: Annotated[list[Attempt], operator.add]
+    # Which of the run's independent climbs of this sample (--samples-per-task) this is.
+    draw: NotRequired[int]

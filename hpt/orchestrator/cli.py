@@ -105,6 +105,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--gen-seed", type=int, help="sampling seed sent to the model")
     run.add_argument(
+        "--samples-per-task",
+        type=int,
+        help="independent climbs per sample; reports unbiased pass@k for k <= N (default 1)",
+    )
+    run.add_argument(
         "--threshold",
         type=float,
         help="iwslt/samsum: the score (0-1) that resolves a sample "
@@ -158,6 +163,7 @@ _FLAGS = {  # CLI flag -> RunSpec field
     "tpm": "tokens_per_minute",
     "epoch": "epoch",
     "threshold": "threshold",
+    "samples_per_task": "samples_per_task",
     "data_dir": "data_dir",
     "out": "out",
 }
@@ -171,7 +177,8 @@ _PARAM_FLAGS = {
 
 
 def _spec(args: argparse.Namespace) -> RunSpec:
-    for flag in ("limit", "concurrency", "max_concurrency", "rpm", "tpm", "max_attempts"):
+    for flag in ("limit", "concurrency", "max_concurrency", "rpm", "tpm", "max_attempts",
+                 "samples_per_task"):  # fmt: skip
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")

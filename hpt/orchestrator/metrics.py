@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from math import comb
 
 from pydantic import BaseModel
 
@@ -18,6 +19,19 @@ def hpi_score(resolved_level: int | None, m: int, penalty: float) -> float:
     if not 1 <= resolved_level <= m:
         raise ValueError(f"resolved level {resolved_level} outside 1..{m}")
     return float(resolved_level)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimator (Chen et al., 2021): n draws, c of them correct."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} draws, not {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def report_ks(n: int) -> list[int]:
+    return list(range(1, n + 1)) if n <= 10 else sorted({1, 5, 10, n})
 
 
 class Summary(BaseModel):
@@ -45,6 +59,9 @@ class Summary(BaseModel):
     # for SAMSum, on a 0-1 scale -- as reported beside the HPI in the paper's table 3.
     text_metric: str | None = None
     text_score: float | None = None
+    # With --samples-per-task n > 1: unbiased pass@k over each sample's scored climbs, for
+    # the single prompt ("level1@k") and for the whole ladder ("hpf@k"), k <= n.
+    pass_at_k: dict[str, float] = {}
 
 
 class Tally:
@@ -58,6 +75,8 @@ class Tally:
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
         # (final output, reference, its score) per scored sample, for text metrics
         self.finals: list[tuple[str, str, float | None]] = []
+        # sample id -> [scored climbs, resolved at level 1, resolved at any level]
+        self.draws: dict[str, list[int]] = {}
 
     def add(self, record: SampleRecord) -> None:
         self.samples += 1
@@ -73,6 +92,10 @@ class Tally:
         else:
             self.level_counts[record.resolved_level] += 1
         self.score_sum += hpi_score(record.resolved_level, self.m, self.penalty)
+        counts = self.draws.setdefault(record.sample_id, [0, 0, 0])
+        counts[0] += 1
+        counts[1] += record.resolved_level == 1
+        counts[2] += record.resolved_level is not None
         final = record.attempts[-1] if record.attempts else None
         if final is not None:
             self.finals.append((final.parsed or "", record.target, final.score))
@@ -91,6 +114,18 @@ class Tally:
             return None, None
         outputs, references, scores = zip(*self.finals, strict=True)
         return task.corpus_metric, task.corpus_score(list(outputs), list(references), scores)
+
+    def pass_at(self) -> dict[str, float]:
+        most = max((c[0] for c in self.draws.values()), default=0)
+        if most < 2:
+            return {}
+        out: dict[str, float] = {}
+        for k in report_ks(most):
+            eligible = [c for c in self.draws.values() if c[0] >= k]
+            for name, col in (("level1", 1), ("hpf", 2)):
+                values = [pass_at_k(c[0], c[col], k) for c in eligible]
+                out[f"{name}@{k}"] = sum(values) / len(values)
+        return out
 
     def summary(self) -> Summary:
         n = self.n
@@ -114,6 +149,7 @@ class Tally:
             cached_calls=self.cached_calls,
             text_metric=metric,
             text_score=score,
+            pass_at_k=self.pass_at(),
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
         )

@@ -99,6 +99,8 @@ def summary_table(summary: Summary, strategies: list[str]) -> Table:
     table.add_row("unresolved", str(summary.unresolved))
     if summary.text_metric is not None:
         table.add_row(summary.text_metric, _fmt(summary.text_score))
+    for name, value in summary.pass_at_k.items():
+        table.add_row(f"pass@{name.split('@')[1]} ({name.split('@')[0]})", _fmt(value))
     table.add_row("errors (not scored)", str(summary.errors))
     table.add_row("samples scored / recorded", f"{summary.n} / {summary.samples}")
     table.add_row("m, HPI_dataset penalty", f"{summary.m}, {summary.penalty}")

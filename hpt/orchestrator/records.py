@@ -9,6 +9,8 @@ from hpt.graphs import Attempt
 
 class SampleRecord(BaseModel):
     sample_id: str
+    # 0..n-1 with --samples-per-task n: independent climbs of the same sample.
+    draw: int = 0
     dataset: str
     model: str
     mode: str = "standard"

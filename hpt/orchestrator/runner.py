@@ -131,7 +131,7 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
         store.write_json(
             SPEC, SavedSpec(**spec.model_dump(), started_at=datetime.now().isoformat())
         )
-        observer.started(spec, len(chosen), out)
+        observer.started(spec, len(chosen) * spec.samples_per_task, out)
         try:
             await _climb_all(graph, chosen, spec, task.name, label, store, tally, observer)
         finally:
@@ -152,9 +152,10 @@ async def _climb_all(
     tally: Tally,
     observer: RunObserver,
 ) -> None:
-    todo: asyncio.Queue[Sample] = asyncio.Queue()
-    for s in samples:
-        todo.put_nowait(s)
+    todo: asyncio.Queue[tuple[Sample, int]] = asyncio.Queue()
+    for draw in range(spec.samples_per_task):
+        for s in samples:
+            todo.put_nowait((s, draw))
     done: asyncio.Queue[SampleRecord | None] = asyncio.Queue()
     m = len(spec.strategies)
     penalty = tally.penalty
@@ -163,12 +164,13 @@ async def _climb_all(
     async def worker() -> None:
         while True:
             try:
-                sample = todo.get_nowait()
+                sample, draw = todo.get_nowait()
             except asyncio.QueueEmpty:
                 return
             started = time.perf_counter()
             state: LadderState = await graph.ainvoke(  # type: ignore[attr-defined]
-                {"sample": sample, "attempts": []}, config={"recursion_limit": limit}
+                {"sample": sample, "attempts": [], "draw": draw},
+                config={"recursion_limit": limit},
             )
             attempts = state["attempts"]
             error = next((a.error for a in attempts if a.error), None)
@@ -176,6 +178,7 @@ async def _climb_all(
             done.put_nowait(
                 SampleRecord(
                     sample_id=sample.id,
+                    draw=draw,
                     dataset=dataset,
                     model=model,
                     strategies=list(spec.strategies),
@@ -207,7 +210,7 @@ async def _climb_all(
     write_task = asyncio.create_task(writer())
     try:
         async with asyncio.TaskGroup() as tg:
-            for _ in range(min(spec.concurrency, len(samples))):
+            for _ in range(min(spec.concurrency, len(samples) * spec.samples_per_task)):
                 tg.create_task(worker())
     except BaseExceptionGroup as group:
         # The first failure (e.g. a rejected API key) says what went wrong; the rest repeat it.

@@ -32,6 +32,8 @@ class RunSpec(BaseModel):
     # Translation/summarisation: the score (0-1) that resolves a sample; None: the dataset's
     # default (IWSLT 0.15 sentence BLEU, SAMSum 0.20 ROUGE-L F, as in the paper).
     threshold: float | None = Field(None, gt=0.0, le=1.0)
+    # Independent climbs per sample; pass@k (k <= n) is reported for level 1 and for HPF.
+    samples_per_task: int = Field(1, ge=1)
     cache: bool = True
     # Part of every cache key: a new epoch asks the models afresh.
     epoch: int = Field(0, ge=0)

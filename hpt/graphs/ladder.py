@@ -42,7 +42,9 @@ def cache_seed(sample_id: str, epoch: int, draw: int) -> str:
     return f"{sample_id}#{epoch}" + (f"/{draw}" if draw else "")
 
 
-def _node(level: int, name: str, runtime: LadderRuntime | None) -> Any:
+def _node(
+    level: int, name: str, runtime: LadderRuntime | None, iteration_from: str | None = None
+) -> Any:
     fn = STRATEGIES[name]
 
     async def run(state: LadderState) -> dict[str, list[Attempt]]:
@@ -60,6 +62,8 @@ def _node(level: int, name: str, runtime: LadderRuntime | None) -> Any:
             cache_seed=cache_seed(state["sample"].id, runtime.epoch, state.get("draw", 0)),
         )
         attempt = Attempt(level=level, strategy=name)
+        if iteration_from is not None:  # adaptive: the selector turn that chose this level
+            attempt.iteration = len(state.get("selections", []))
         try:
             completion = await fn(ctx)
         except FatalBackendError:
@@ -103,6 +107,10 @@ def recursion_limit(levels: int) -> int:
     return levels + 5
 
 
-def mermaid(strategies: Sequence[str]) -> str:
+def mermaid(strategies: Sequence[str], adaptive: bool = False) -> str:
     """The ladder's Mermaid diagram, drawn locally (no mermaid.ink call)."""
+    if adaptive:
+        from hpt.graphs.adaptive import build_adaptive  # it builds on this module
+
+        return str(build_adaptive(strategies).get_graph().draw_mermaid())
     return str(build_ladder(strategies).get_graph().draw_mermaid())

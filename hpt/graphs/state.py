@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -29,6 +29,8 @@ class Call(BaseModel):
 
 class Attempt(BaseModel):
     level: int
+    # Adaptive HPF: the selector iteration that chose this level.
+    iteration: int | None = None
     strategy: str
     calls: list[Call] = Field(default_factory=list)
     # The completion the task checked (the last call's, for multi-call strategies).
@@ -61,3 +63,5 @@ class LadderState(TypedDict):
     attempts: Annotated[list[Attempt], operator.add]
     # Which of the run's independent climbs of this sample (--samples-per-task) this is.
     draw: NotRequired[int]
+    # Adaptive HPF: every prompt-selector turn (hpt.graphs.adaptive.Selection).
+    selections: NotRequired[Annotated[list[Any], operator.add]]

@@ -78,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--base-url", help="the model's endpoint (default: the provider's own)")
     run.add_argument("--knowledge-model", help="model for generated knowledge (default: --model)")
     run.add_argument(
+        "--mode",
+        choices=["standard", "adaptive"],
+        help="standard: climb level by level (default); adaptive: a prompt-selector picks "
+        "each level (HPT appendix E)",
+    )
+    run.add_argument("--selector-model", help="adaptive mode's prompt-selector (default: --model)")
+    run.add_argument(
         "--strategies", type=_strategies, help="comma-separated ladder, lowest level first"
     )
     run.add_argument("--limit", type=int, help="evaluate N samples (seeded choice)")
@@ -129,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
 
     graph = sub.add_parser("graph", help="print the ladder's Mermaid diagram")
     graph.add_argument("--strategies", type=_strategies, default=list(DEFAULT_LADDER))
+    graph.add_argument("--mode", choices=["standard", "adaptive"], default="standard")
     for command in (run, graph):
         command.add_argument(
             "--plugin",
@@ -154,6 +162,8 @@ _FLAGS = {  # CLI flag -> RunSpec field
     "model": "model",
     "base_url": "base_url",
     "knowledge_model": "knowledge_model",
+    "mode": "mode",
+    "selector_model": "selector_model",
     "strategies": "strategies",
     "limit": "limit",
     "seed": "seed",
@@ -212,6 +222,8 @@ def _spec(args: argparse.Namespace) -> RunSpec:
     spec.resolve_model(spec.model, evaluated=True)
     if spec.knowledge_model:
         spec.resolve_model(spec.knowledge_model, evaluated=False)
+    if spec.selector_model:
+        spec.resolve_model(spec.selector_model, evaluated=False)
     return spec
 
 
@@ -260,7 +272,7 @@ def _summarize(args: argparse.Namespace, console: Console) -> int:
         records,
         dataset=spec.dataset,
         model=first.model if first else spec.model,
-        mode="standard",
+        mode=spec.mode,
         m=len(spec.strategies),
         penalty=first.penalty if first else TASKS[spec.dataset].penalty,
     )
@@ -289,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             return _run(args, console)
         if args.command == "graph":
-            print(mermaid(args.strategies))
+            print(mermaid(args.strategies, adaptive=args.mode == "adaptive"))
             return 0
         if args.command == "summarize":
             return _summarize(args, console)

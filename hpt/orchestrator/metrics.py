@@ -7,6 +7,7 @@ from math import comb
 
 from pydantic import BaseModel
 
+from hpt.graphs.adaptive import adaptive_score
 from hpt.orchestrator.records import SampleRecord
 from hpt.tasks import TASKS
 from hpt.tasks.generation import GenerationTask
@@ -62,6 +63,10 @@ class Summary(BaseModel):
     # With --samples-per-task n > 1: unbiased pass@k over each sample's scored climbs, for
     # the single prompt ("level1@k") and for the whole ladder ("hpf@k"), k <= n.
     pass_at_k: dict[str, float] = {}
+    # Adaptive HPF: selector turns, and those that named no valid level.
+    selector_turns: int = 0
+    hallucinations: int = 0
+    hallucination_rate: float | None = None
 
 
 class Tally:
@@ -71,6 +76,7 @@ class Tally:
         self.dataset, self.model, self.mode, self.m, self.penalty = dataset, model, mode, m, penalty
         self.level_counts = dict.fromkeys(range(1, m + 1), 0)
         self.samples = self.unresolved = self.errors = 0
+        self.selector_turns = self.hallucinations = 0
         self.score_sum = 0.0
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
         # (final output, reference, its score) per scored sample, for text metrics
@@ -80,6 +86,8 @@ class Tally:
 
     def add(self, record: SampleRecord) -> None:
         self.samples += 1
+        self.selector_turns += len(record.selections)
+        self.hallucinations += sum(s.hallucinated for s in record.selections)
         self.calls += record.calls
         self.cached_calls += record.cached_calls
         self.prompt_tokens += record.prompt_tokens
@@ -91,7 +99,11 @@ class Tally:
             self.unresolved += 1
         else:
             self.level_counts[record.resolved_level] += 1
-        self.score_sum += hpi_score(record.resolved_level, self.m, self.penalty)
+        if record.mode == "adaptive":
+            score = adaptive_score(record.resolved_level, record.iteration, self.m, self.penalty)
+        else:
+            score = hpi_score(record.resolved_level, self.m, self.penalty)
+        self.score_sum += score
         counts = self.draws.setdefault(record.sample_id, [0, 0, 0])
         counts[0] += 1
         counts[1] += record.resolved_level == 1
@@ -150,6 +162,11 @@ class Tally:
             text_metric=metric,
             text_score=score,
             pass_at_k=self.pass_at(),
+            selector_turns=self.selector_turns,
+            hallucinations=self.hallucinations,
+            hallucination_rate=(
+                self.hallucinations / self.selector_turns if self.selector_turns else None
+            ),
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
         )

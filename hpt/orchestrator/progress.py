@@ -88,7 +88,8 @@ class RichProgress:
 
 
 def summary_table(summary: Summary, strategies: list[str]) -> Table:
-    table = Table(title=f"HPF · {summary.dataset} · {summary.model}", show_header=False)
+    kind = "adaptive HPF" if summary.mode == "adaptive" else "HPF"
+    table = Table(title=f"{kind} · {summary.dataset} · {summary.model}", show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_row("HPI (lower is better)", _fmt(summary.hpi))
@@ -99,6 +100,12 @@ def summary_table(summary: Summary, strategies: list[str]) -> Table:
     table.add_row("unresolved", str(summary.unresolved))
     if summary.text_metric is not None:
         table.add_row(summary.text_metric, _fmt(summary.text_score))
+    if summary.mode == "adaptive":
+        table.add_row(
+            "selector hallucinations / turns",
+            f"{summary.hallucinations} / {summary.selector_turns} "
+            f"({_fmt(summary.hallucination_rate)})",
+        )
     for name, value in summary.pass_at_k.items():
         table.add_row(f"pass@{name.split('@')[1]} ({name.split('@')[0]})", _fmt(value))
     table.add_row("errors (not scored)", str(summary.errors))

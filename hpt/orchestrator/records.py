@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from hpt.graphs import Attempt
+from hpt.graphs.adaptive import Selection
 
 
 class SampleRecord(BaseModel):
@@ -24,6 +25,9 @@ class SampleRecord(BaseModel):
     hpi_score: float | None
     error: str | None = None
     attempts: list[Attempt] = Field(default_factory=list)
+    # Adaptive HPF: the selector iteration that resolved the sample, and every selector turn.
+    iteration: int | None = None
+    selections: list[Selection] = Field(default_factory=list)
     wall_s: float = 0.0
 
     @property
@@ -36,7 +40,9 @@ class SampleRecord(BaseModel):
 
     @property
     def calls(self) -> int:
-        return sum(len(a.calls) for a in self.attempts)
+        return sum(len(a.calls) for a in self.attempts) + sum(
+            s.call is not None for s in self.selections
+        )
 
     @property
     def cached_calls(self) -> int:

@@ -22,6 +22,12 @@ from hpt.graphs import (
     recursion_limit,
     resolve_strategies,
 )
+from hpt.graphs.adaptive import (
+    Selection,
+    adaptive_recursion_limit,
+    adaptive_score,
+    build_adaptive,
+)
 from hpt.orchestrator.metrics import Summary, Tally, hpi_score
 from hpt.orchestrator.records import SampleRecord
 from hpt.orchestrator.spec import RunSpec
@@ -101,7 +107,7 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
     tally = Tally(
         dataset=task.name,
         model=label,
-        mode="standard",
+        mode=spec.mode,
         m=len(strategies),
         penalty=task.penalty,
     )
@@ -124,9 +130,21 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
             )
             knowledge_backend = k_model
             stats[k_label] = k_model.stats
+        selector: Backend = model
+        if spec.mode == "adaptive" and spec.selector_model:
+            s_label, s_config = spec.resolve_model(spec.selector_model, evaluated=False)
+            if (s_label, s_config) != (label, model_config):
+                s_model = await stack.enter_async_context(
+                    open_backend(s_config, label=s_label, cache=cache)
+                )
+                selector = s_model
+                stats[s_label] = s_model.stats
         observer.watch(stats)
         runtime = LadderRuntime(task, model, knowledge_backend, spec.params, pool, spec.epoch)
-        graph = build_ladder(strategies, runtime)
+        if spec.mode == "adaptive":
+            graph = build_adaptive(strategies, runtime, selector)
+        else:
+            graph = build_ladder(strategies, runtime)
         store.create()
         store.write_json(
             SPEC, SavedSpec(**spec.model_dump(), started_at=datetime.now().isoformat())
@@ -159,7 +177,8 @@ async def _climb_all(
     done: asyncio.Queue[SampleRecord | None] = asyncio.Queue()
     m = len(spec.strategies)
     penalty = tally.penalty
-    limit = recursion_limit(m)
+    adaptive = spec.mode == "adaptive"
+    limit = adaptive_recursion_limit(m) if adaptive else recursion_limit(m)
 
     async def worker() -> None:
         while True:
@@ -173,8 +192,18 @@ async def _climb_all(
                 config={"recursion_limit": limit},
             )
             attempts = state["attempts"]
+            selections: list[Selection] = list(state.get("selections", []))
             error = next((a.error for a in attempts if a.error), None)
-            level = next((a.level for a in attempts if a.resolved), None)
+            error = error or next((t.error for t in selections if t.error), None)
+            winner = next((a for a in attempts if a.resolved), None)
+            level = winner.level if winner else None
+            iteration = winner.iteration if winner else None
+            if error:
+                score = None
+            elif adaptive:
+                score = adaptive_score(level, iteration, m, penalty)
+            else:
+                score = hpi_score(level, m, penalty)
             done.put_nowait(
                 SampleRecord(
                     sample_id=sample.id,
@@ -185,10 +214,13 @@ async def _climb_all(
                     m=m,
                     penalty=penalty,
                     target=sample.target,
+                    mode=spec.mode,
                     resolved_level=level,
-                    hpi_score=None if error else hpi_score(level, m, penalty),
+                    hpi_score=score,
                     error=error,
                     attempts=attempts,
+                    iteration=iteration,
+                    selections=selections,
                     wall_s=time.perf_counter() - started,
                 )
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +21,9 @@ class RunSpec(BaseModel):
     # Named models from a run config file; --model may name one. They hold no keys.
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     strategies: list[str] = Field(default_factory=lambda: list(DEFAULT_LADDER))
+    # "adaptive": a prompt-selector picks each level (HPT appendix E); default the model.
+    mode: Literal["standard", "adaptive"] = "standard"
+    selector_model: str | None = None
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     concurrency: int = Field(8, ge=1)

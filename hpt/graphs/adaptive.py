@@ -1,0 +1,142 @@
+"""Adaptive HPF (HPT appendix E, algorithm 2) as a LangGraph state machine.
+
+A selector node asks a prompt-selector model which level to use; the chosen strategy node
+runs; its edge ends the run when the sample is resolved (or a call failed) and otherwise
+returns to the selector with the failed levels as feedback. There are at most m iterations;
+an answer that is not a valid level is a hallucination: it is kept, counted, and costs its
+iteration. A sample resolved at iteration i with level x scores x + i.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel
+
+from hpt.backends import Backend, BackendError, FatalBackendError, Message
+from hpt.graphs.ladder import LadderRuntime, _node, cache_seed
+from hpt.graphs.state import Call, LadderState
+from hpt.graphs.strategies import resolve_strategies
+from hpt.prompts import PromptSet
+
+SELECTOR = "selector"
+_NUMBER = re.compile(r"-?\d+")
+
+
+class Selection(BaseModel):
+    """One turn of the prompt-selector."""
+
+    iteration: int
+    answer: str
+    level: int | None  # None: a hallucination (not a valid level) or a failed call
+    call: Call | None = None
+    error: str | None = None
+
+    @property
+    def hallucinated(self) -> bool:
+        return self.level is None and self.error is None
+
+
+def parse_level(answer: str, m: int) -> int | None:
+    """The level named by a selector answer: its first integer, if within 1..m."""
+    found = _NUMBER.search(answer)
+    if found is None:
+        return None
+    level = int(found.group())
+    return level if 1 <= level <= m else None
+
+
+def adaptive_score(level: int | None, iteration: int | None, m: int, penalty: float) -> float:
+    """x + i for a sample resolved at iteration i with level x; m + HPI_dataset otherwise."""
+    if level is None or iteration is None:
+        return m + penalty
+    return float(level + iteration)
+
+
+def selector_prompt(names: Sequence[str], task_text: str, tried: Sequence[int]) -> str:
+    prompts = PromptSet.load("adaptive")
+    section = prompts.section(SELECTOR)
+    descriptions: dict[str, str] = dict(section.get("descriptions", {}))
+    listed = "\n".join(
+        f"{i}. {descriptions.get(name, name.replace('_', ' '))}" for i, name in enumerate(names, 1)
+    )
+    parts = [str(section["intro"]), listed, str(section["task"]).format(task=task_text)]
+    if tried:
+        parts.append(str(section["feedback"]).format(tried=", ".join(map(str, tried))))
+    parts.append(str(section["ask"]))
+    return "\n\n".join(parts)
+
+
+def build_adaptive(
+    strategies: Sequence[str],
+    runtime: LadderRuntime | None = None,
+    selector_model: Backend | None = None,
+) -> Any:
+    names = resolve_strategies(strategies)
+    m = len(names)
+    graph: StateGraph[LadderState] = StateGraph(LadderState)
+
+    async def select(state: LadderState) -> dict[str, Any]:
+        if runtime is None or selector_model is None:
+            raise RuntimeError("this graph was built for drawing only")
+        sample = state["sample"]
+        selections: list[Selection] = list(state.get("selections", []))
+        tried = [a.level for a in state["attempts"]]
+        task_text = runtime.task.prompts.render(
+            "role", runtime.task.prompts.text("role", "user"), dict(sample.fields)
+        )
+        prompt = selector_prompt(names, task_text, tried)
+        messages = [Message(role="user", content=prompt)]
+        iteration = len(selections) + 1
+        seed = cache_seed(sample.id, runtime.epoch, state.get("draw", 0)) + f"#select{iteration}"
+        try:
+            result = await selector_model.complete(messages, runtime.params, cache_seed=seed)
+        except FatalBackendError:
+            raise
+        except BackendError as exc:
+            turn = Selection(iteration=iteration, answer="", level=None, error=str(exc))
+            return {"selections": [turn]}
+        call = Call(
+            purpose="select",
+            model=selector_model.name,
+            messages=messages,
+            completion=result.text,
+            finish_reason=result.finish_reason,
+            usage=result.usage,
+            latency_s=result.latency_s,
+            cached=result.cached,
+        )
+        level = parse_level(result.text, m)
+        return {"selections": [Selection(iteration=iteration, answer=result.text, level=level,
+                                         call=call)]}  # fmt: skip
+
+    def route(state: LadderState) -> str:
+        last: Selection = state["selections"][-1]
+        if last.error is not None:
+            return END
+        if last.level is not None:
+            return names[last.level - 1]
+        return SELECTOR if len(state["selections"]) < m else END
+
+    def after_attempt(state: LadderState) -> str:
+        last = state["attempts"][-1]
+        if last.resolved or last.error is not None or len(state["selections"]) >= m:
+            return END
+        return SELECTOR
+
+    graph.add_node(SELECTOR, select)
+    for level, name in enumerate(names, 1):
+        graph.add_node(name, _node(level, name, runtime, iteration_from=SELECTOR))
+        graph.add_conditional_edges(name, after_attempt, {END: END, SELECTOR: SELECTOR})
+    graph.add_edge(START, SELECTOR)
+    graph.add_conditional_edges(
+        SELECTOR, route, {**{n: n for n in names}, SELECTOR: SELECTOR, END: END}
+    )
+    return graph.compile()
+
+
+def adaptive_recursion_limit(levels: int) -> int:
+    return 2 * levels + 5

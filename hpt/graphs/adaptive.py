@@ -56,8 +56,9 @@ def adaptive_score(level: int | None, iteration: int | None, m: int, penalty: fl
     return float(level + iteration)
 
 
-def selector_prompt(names: Sequence[str], task_text: str, tried: Sequence[int]) -> str:
-    prompts = PromptSet.load("adaptive")
+def selector_prompt(
+    prompts: PromptSet, names: Sequence[str], task_text: str, tried: Sequence[int]
+) -> str:
     section = prompts.section(SELECTOR)
     descriptions: dict[str, str] = dict(section.get("descriptions", {}))
     listed = "\n".join(
@@ -78,6 +79,7 @@ def build_adaptive(
     names = resolve_strategies(strategies)
     m = len(names)
     graph: StateGraph[LadderState] = StateGraph(LadderState)
+    templates = PromptSet.load("adaptive")  # read once, before the run starts
 
     async def select(state: LadderState) -> dict[str, Any]:
         if runtime is None or selector_model is None:
@@ -88,7 +90,7 @@ def build_adaptive(
         task_text = runtime.task.prompts.render(
             "role", runtime.task.prompts.text("role", "user"), dict(sample.fields)
         )
-        prompt = selector_prompt(names, task_text, tried)
+        prompt = selector_prompt(templates, names, task_text, tried)
         messages = [Message(role="user", content=prompt)]
         iteration = len(selections) + 1
         seed = cache_seed(sample.id, runtime.epoch, state.get("draw", 0)) + f"#select{iteration}"

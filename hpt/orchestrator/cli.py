@@ -27,7 +27,13 @@ from hpt.backends import (
     load_dotenv_file,
     redact,
 )
-from hpt.graphs import DEFAULT_LADDER, STRATEGIES, UnknownStrategyError, mermaid
+from hpt.graphs import (
+    DEFAULT_LADDER,
+    STRATEGIES,
+    UnknownStrategyError,
+    mermaid,
+    resolve_strategies,
+)
 from hpt.orchestrator.config import ConfigError, load_run_config, validation_message
 from hpt.orchestrator.metrics import summarize
 from hpt.orchestrator.progress import RichProgress, summary_table
@@ -35,7 +41,7 @@ from hpt.orchestrator.runner import SavedSpec, run_evaluation
 from hpt.orchestrator.spec import RunSpec
 from hpt.orchestrator.store import SPEC, SUMMARY, RunDirError, read_records
 from hpt.prompts import PromptError
-from hpt.tasks import TASKS, DatasetError, UnknownTaskError
+from hpt.tasks import TASKS, DatasetError, UnknownTaskError, get_task
 
 
 class PluginError(ImportError):
@@ -145,6 +151,25 @@ def _parser() -> argparse.ArgumentParser:
             metavar="MODULE",
             help="import MODULE first (it may register strategies); repeatable",
         )
+
+    judge = sub.add_parser(
+        "judge-strategies",
+        help="score each strategy's complexity with an LLM judge (HPT appendix C)",
+    )
+    judge.add_argument("--model", default="local", help="model that answers (default local)")
+    judge.add_argument("--base-url", help="the answering model's endpoint")
+    judge.add_argument("--judge-model", help="model that judges (default: --model)")
+    judge.add_argument(
+        "--datasets", type=_strategies, default=list(TASKS), help="comma-separated (default all)"
+    )
+    judge.add_argument("--strategies", type=_strategies, default=list(DEFAULT_LADDER))
+    judge.add_argument("--per-dataset", type=int, default=3, help="samples per dataset (3)")
+    judge.add_argument("--seed", type=int, default=0)
+    judge.add_argument("--concurrency", type=int, default=8)
+    judge.add_argument("--max-tokens", type=int, default=GenerationParams().max_tokens)
+    judge.add_argument("--data-dir", type=Path)
+    judge.add_argument("--out", type=Path, help="output folder (default runs/judge-TIME)")
+    judge.add_argument("--no-cache", action="store_true")
 
     summ = sub.add_parser("summarize", help="recompute a run's metrics from its records")
     summ.add_argument("run_dir", type=Path)
@@ -261,6 +286,44 @@ def _cache(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _judge(args: argparse.Namespace, console: Console) -> int:
+    from datetime import datetime
+
+    from rich.table import Table
+
+    from hpt.orchestrator.judge import CRITERIA, JudgeSpec, run_judge
+
+    for name in args.datasets:
+        get_task(name)  # unknown names fail here, before any model starts
+    resolve_strategies(args.strategies)
+    if args.per_dataset < 1:
+        raise ConfigError("--per-dataset must be at least 1")
+    out = args.out or Path("runs") / f"judge-{datetime.now():%Y%m%d-%H%M%S}"
+    if out.exists() and any(out.iterdir()):
+        raise RunDirError(f"{out} is not empty; choose another --out")
+    spec = JudgeSpec(
+        model=args.model, base_url=args.base_url, judge_model=args.judge_model,
+        datasets=args.datasets,
+        strategies=args.strategies, per_dataset=args.per_dataset, seed=args.seed,
+        concurrency=args.concurrency, params=GenerationParams(max_tokens=args.max_tokens),
+        data_dir=args.data_dir, out=out, cache=not args.no_cache,
+    )  # fmt: skip
+    summary = asyncio.run(run_judge(spec))
+    table = Table(title="Strategy complexity by LLM judge (mean 1-5)")
+    table.add_column("strategy")
+    for c in CRITERIA:
+        table.add_column(summary.criteria[c], justify="right")
+    table.add_column("judged / unparseable", justify="right")
+    for strategy in args.strategies:
+        means = summary.means.get(strategy)
+        cells = [f"{means[c]:.2f}" for c in CRITERIA] if means else ["-"] * len(CRITERIA)
+        counts = f"{summary.judged[strategy]} / {summary.unparseable[strategy]}"
+        table.add_row(strategy, *cells, counts)
+    console.print(table)
+    console.print(f"records: {out / 'judgements.jsonl'}  chart: {out / 'judge_scores.svg'}")
+    return 0
+
+
 def _summarize(args: argparse.Namespace, console: Console) -> int:
     try:
         spec = SavedSpec.model_validate_json((args.run_dir / SPEC).read_text(encoding="utf-8"))
@@ -307,6 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _summarize(args, console)
         if args.command == "cache":
             return _cache(args, console)
+        if args.command == "judge-strategies":
+            return _judge(args, console)
         console.print("datasets:   " + ", ".join(f"{n} ({t.hub_id})" for n, t in TASKS.items()))
         console.print("strategies: " + ", ".join(STRATEGIES))
         console.print("models:     " + SPEC_HELP, markup=False)

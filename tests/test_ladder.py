@@ -156,7 +156,7 @@ def test_knowledge_candidate_by_mean_token_probability() -> None:
     def c(*lps: float) -> Completion:
         return Completion(text="k", logprobs=list(lps))
 
-    assert mean_token_prob([math.log(0.5), math.log(0.25)]) == 0.375
+    assert mean_token_prob([math.log(0.5), math.log(0.25)]) == pytest.approx(0.375)
     # The paper's rule is the mean of probabilities (here 0.50 beats 0.37), not of logprobs.
     index, rule = choose_knowledge([c(-2.0, -2.0), c(0.0, -9.0), c(-1.0, -1.0)])
     assert index == 1 and rule.startswith("candidate 2 of 3 by mean token probability")

@@ -101,16 +101,7 @@ def build_adaptive(
         except BackendError as exc:
             turn = Selection(iteration=iteration, answer="", level=None, error=str(exc))
             return {"selections": [turn]}
-        call = Call(
-            purpose="select",
-            model=selector_model.name,
-            messages=messages,
-            completion=result.text,
-            finish_reason=result.finish_reason,
-            usage=result.usage,
-            latency_s=result.latency_s,
-            cached=result.cached,
-        )
+        call = Call.of("select", selector_model.name, messages, result)
         level = parse_level(result.text, m)
         return {"selections": [Selection(iteration=iteration, answer=result.text, level=level,
                                          call=call)]}  # fmt: skip

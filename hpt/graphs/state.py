@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import math
 import operator
+from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from pydantic import BaseModel, Field
 
-from hpt.backends import Message, Usage
+from hpt.backends import Completion, Message, Usage
 from hpt.tasks import Sample
+
+
+def mean_token_prob(logprobs: Sequence[float] | None) -> float | None:
+    """The mean of the tokens' probabilities, exp(logprob), as GKP ranks candidates."""
+    if not logprobs:
+        return None
+    return sum(math.exp(lp) for lp in logprobs) / len(logprobs)
 
 
 class Call(BaseModel):
@@ -25,6 +34,20 @@ class Call(BaseModel):
     cached: bool = False
     # Mean of exp(logprob) over the completion's tokens, when logprobs were asked for.
     mean_token_prob: float | None = None
+
+    @classmethod
+    def of(cls, purpose: str, model: str, messages: list[Message], result: Completion) -> Call:
+        return cls(
+            purpose=purpose,
+            model=model,
+            messages=messages,
+            completion=result.text,
+            finish_reason=result.finish_reason,
+            usage=result.usage,
+            latency_s=result.latency_s,
+            cached=result.cached,
+            mean_token_prob=mean_token_prob(result.logprobs),
+        )
 
 
 class Attempt(BaseModel):

@@ -6,13 +6,12 @@ every call) and returns the completion the task should check.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from hpt.backends import Backend, Completion, GenerationParams, Message
-from hpt.graphs.state import Attempt, Call
+from hpt.graphs.state import Attempt, Call, mean_token_prob
 from hpt.prompts import FieldValue
 from hpt.tasks import Sample, Task
 
@@ -60,19 +59,7 @@ class StrategyContext:
         backend = model or self.model
         seed = self.cache_seed if index == 0 else f"{self.cache_seed}#draw{index}"
         result = await backend.complete(messages, params or self.params, cache_seed=seed)
-        self.calls.append(
-            Call(
-                purpose=purpose,
-                model=backend.name,
-                messages=messages,
-                completion=result.text,
-                finish_reason=result.finish_reason,
-                usage=result.usage,
-                latency_s=result.latency_s,
-                cached=result.cached,
-                mean_token_prob=mean_token_prob(result.logprobs),
-            )
-        )
+        self.calls.append(Call.of(purpose, backend.name, messages, result))
         return result
 
 
@@ -154,13 +141,6 @@ async def least_to_most(ctx: StrategyContext) -> str:
         previous = await ctx.ask(history, purpose=f"step {i}/{len(steps)}")
         history = [*history, Message(role="assistant", content=previous)]
     return previous
-
-
-def mean_token_prob(logprobs: Sequence[float] | None) -> float | None:
-    """The mean of the tokens' probabilities, exp(logprob); None without logprobs."""
-    if not logprobs:
-        return None
-    return sum(math.exp(lp) for lp in logprobs) / len(logprobs)
 
 
 def choose_knowledge(candidates: Sequence[Completion]) -> tuple[int, str]:

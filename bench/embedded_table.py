@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -41,9 +42,14 @@ def main() -> None:
     for dataset in args.datasets.split(","):
         for mode in args.modes.split(","):
             out = args.out / f"{dataset}-{mode}"
-            if (out / "summary.json").exists():  # an earlier invocation finished this one
-                s = Summary.model_validate(json.loads((out / "summary.json").read_text()))
-                wall = float("nan")
+            done = None
+            if (out / "summary.json").exists():
+                done = Summary.model_validate(json.loads((out / "summary.json").read_text()))
+                if done.samples < args.limit:  # interrupted: run again (the cache makes it cheap)
+                    shutil.rmtree(out)
+                    done = None
+            if done is not None:  # an earlier invocation finished this one
+                s, wall = done, float("nan")
             else:
                 params = GenerationParams(max_tokens=args.max_tokens, seed=1)
                 spec = RunSpec(dataset=dataset, model="local", mode=mode, limit=args.limit,

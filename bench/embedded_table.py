@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -21,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from hpt.backends import GenerationParams  # noqa: E402
-from hpt.orchestrator import RunSpec, Summary, run_evaluation  # noqa: E402
+from hpt.orchestrator import RunSpec, RunSummary, run_evaluation  # noqa: E402
 
 DATASETS = ("mmlu", "gsm8k", "humaneval", "boolq", "csqa", "iwslt", "samsum")
 
@@ -44,19 +42,18 @@ def main() -> None:
             out = args.out / f"{dataset}-{mode}"
             done = None
             if (out / "summary.json").exists():
-                done = Summary.model_validate(json.loads((out / "summary.json").read_text()))
-                if done.samples < args.limit:  # interrupted: run again (the cache makes it cheap)
-                    shutil.rmtree(out)
-                    done = None
+                saved = RunSummary.model_validate_json((out / "summary.json").read_text())
+                done = saved.cells[0] if saved.complete else None
             if done is not None:  # an earlier invocation finished this one
                 s, wall = done, float("nan")
-            else:
+            else:  # new, or interrupted: resume it (the cache makes repeated calls cheap)
                 params = GenerationParams(max_tokens=args.max_tokens, seed=1)
                 spec = RunSpec(dataset=dataset, model="local", mode=mode, limit=args.limit,
                                concurrency=2, data_dir=Path(args.data_dir), out=out,
                                params=params)  # fmt: skip
                 started = time.perf_counter()
-                s = asyncio.run(run_evaluation(spec)).summary
+                resume = (out / "run.json").exists()
+                s = asyncio.run(run_evaluation(spec, resume=resume)).summary
                 wall = time.perf_counter() - started
 
             def f(v: float | None) -> str:

@@ -43,7 +43,7 @@ class Clock(SilentObserver):
 
     t0 = 0.0
 
-    def started(self, spec: RunSpec, total: int, out: Path) -> None:
+    def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
         self.t0 = time.perf_counter()
 
 

@@ -56,7 +56,7 @@ def test_run_writes_records_and_summary(fake_openai, data_dir, boolq_answers, tm
         assert (r["resolved_level"], r["hpi_score"], r["error"]) == (3, 3.0, None)
         assert [a["strategy"] for a in r["attempts"]] == ["role", "zero_shot_cot", "three_shot_cot"]
         assert r["attempts"][-1]["parsed"] == r["target"]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())["cells"][0]
     assert summary["hpi"] == 3.0 and summary["accuracy"] == 1.0 and summary["m"] == 5
     assert summary["level_counts"] == {"1": 0, "2": 0, "3": 6, "4": 0, "5": 0}
     assert summary["penalty"] == 1.71 and summary["errors"] == 0 and summary["unresolved"] == 0
@@ -65,11 +65,11 @@ def test_run_writes_records_and_summary(fake_openai, data_dir, boolq_answers, tm
     assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.6, 0.9, 1024)
     assert body["repetition_penalty"] == 1.1 and "frequency_penalty" not in body
     spec = json.loads((out / "run.json").read_text())
-    assert spec["dataset"] == "boolq" and "test-key" not in (out / "run.json").read_text()
+    assert spec["dataset"] == ["boolq"] and "test-key" not in (out / "run.json").read_text()
     # Metrics are recomputed from the records alone.
     again = hpt("summarize", str(out))
     assert again.returncode == 0
-    assert json.loads(again.stdout[again.stdout.index("{\n") :])["hpi"] == 3.0
+    assert json.loads(again.stdout[again.stdout.index("[\n") :])[0]["hpi"] == 3.0
 
 
 def test_same_seed_same_samples(fake_openai, data_dir, tmp_path) -> None:
@@ -96,7 +96,7 @@ def test_unresolved_samples_pay_the_penalty(fake_openai, data_dir, boolq_answers
         ).returncode
         == 0
     )
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())["cells"][0]
     assert (
         summary["m"] == 2
         and summary["hpi"] == pytest.approx(2 + 1.71)
@@ -124,7 +124,7 @@ def test_persistent_failure_is_an_error_record_not_unresolved(
     assert result.returncode == 0, result.stderr
     recs = records(out)
     assert all(r["error"] and "HTTP 500" in r["error"] and r["hpi_score"] is None for r in recs)
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())["cells"][0]
     assert (summary["errors"], summary["unresolved"], summary["n"], summary["hpi"]) == (
         2,
         0,

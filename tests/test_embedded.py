@@ -45,7 +45,7 @@ def test_two_boolq_samples_through_the_ladder(data_dir: Path, tmp_path: Path) ->
             assert attempts[-1]["parsed"] == r["target"] and r["hpi_score"] == r["resolved_level"]
         else:
             assert r["hpi_score"] == pytest.approx(5 + 1.71)
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())["cells"][0]
     assert summary["n"] == 2 and summary["m"] == 5
     assert summary["hpi"] == pytest.approx(sum(r["hpi_score"] for r in recs) / 2)
 

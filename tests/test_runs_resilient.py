@@ -30,7 +30,7 @@ def _accounted(out: Path, spec: RunSpec) -> list[dict[str, Any]]:
     recs = _records(out)
     ids = [r["sample_id"] for r in recs]
     assert len(ids) == len(set(ids)) == N, "a sample was lost or duplicated"
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())["cells"][0]
     assert summary["samples"] == N
     assert sum(summary["level_counts"].values()) + summary["unresolved"] + summary["errors"] == N
     return recs
@@ -152,7 +152,7 @@ async def test_second_identical_run_is_served_from_the_cache(
         assert len(fake.requests) == calls_first  # zero model calls the second time
         recs2 = _records(tmp_path / "second")
         assert all(c["cached"] for r in recs2 for a in r["attempts"] for c in a["calls"])
-        summary = json.loads((tmp_path / "second" / "summary.json").read_text())
+        summary = json.loads((tmp_path / "second" / "summary.json").read_text())["cells"][0]
         assert summary["cached_calls"] == summary["calls"] == calls_first
         assert _without_volatile(_records(tmp_path / "first")) == _without_volatile(recs2)
 

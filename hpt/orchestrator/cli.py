@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -35,11 +35,11 @@ from hpt.graphs import (
     resolve_strategies,
 )
 from hpt.orchestrator.config import ConfigError, load_run_config, validation_message
-from hpt.orchestrator.metrics import summarize
-from hpt.orchestrator.progress import RichProgress, summary_table
-from hpt.orchestrator.runner import SavedSpec, run_evaluation
+from hpt.orchestrator.metrics import Summary, summarize_cells
+from hpt.orchestrator.progress import RichProgress, cells_table, summary_table
+from hpt.orchestrator.runner import default_out_dir, load_saved_spec, run_evaluation
 from hpt.orchestrator.spec import RunSpec
-from hpt.orchestrator.store import SPEC, SUMMARY, RunDirError, read_records
+from hpt.orchestrator.store import SAMPLES, SUMMARY, RunDirError, read_records
 from hpt.prompts import PromptError
 from hpt.tasks import TASKS, DatasetError, UnknownTaskError, get_task
 
@@ -61,10 +61,26 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     UnknownTaskError,
 )
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 def _strategies(value: str) -> list[str]:
     return [s.strip() for s in value.split(",") if s.strip()]
+
+
+def _modes(value: str) -> list[str]:
+    modes = _strategies(value)
+    for mode in modes:
+        if mode not in ("standard", "adaptive"):
+            raise argparse.ArgumentTypeError(f"{mode!r}: choose standard or adaptive")
+    return modes
+
+
+def _floats(value: str) -> list[float]:
+    try:
+        return [float(v) for v in _strategies(value)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected numbers such as 0.15,0.2") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,19 +91,26 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="climb the HPF ladder over a dataset and report the HPI")
     # Defaults are None so that a value from --config shows through unless a flag is given.
     run.add_argument("--config", type=Path, help="run config (TOML or YAML): [run], [models.*]")
-    run.add_argument("--dataset", help=f"one of {', '.join(TASKS)}")
+    run.add_argument(
+        "--dataset",
+        action="extend",
+        type=_strategies,
+        help=f"one or more of {', '.join(TASKS)} (repeat the flag or separate with commas)",
+    )
     run.add_argument(
         "--model",
+        action="append",
         help="local (default), openai:MODEL, anthropic:MODEL, tgi:URL[,URL...], hf:MODEL_ID "
-        "or a model named in --config",
+        "or a model named in --config; repeat for several models",
     )
     run.add_argument("--base-url", help="the model's endpoint (default: the provider's own)")
     run.add_argument("--knowledge-model", help="model for generated knowledge (default: --model)")
     run.add_argument(
         "--mode",
-        choices=["standard", "adaptive"],
+        action="extend",
+        type=_modes,
         help="standard: climb level by level (default); adaptive: a prompt-selector picks "
-        "each level (HPT appendix E)",
+        "each level (HPT appendix E); standard,adaptive runs both",
     )
     run.add_argument("--selector-model", help="adaptive mode's prompt-selector (default: --model)")
     run.add_argument(
@@ -124,9 +147,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--threshold",
-        type=float,
-        help="iwslt/samsum: the score (0-1) that resolves a sample "
+        action="extend",
+        type=_floats,
+        help="iwslt/samsum: the score (0-1) that resolves a sample; several make one cell each "
         "(default: 0.15 sentence BLEU, 0.20 ROUGE-L F)",
+    )
+    run.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="continue the run in DIR with its saved spec; finished samples are not repeated",
+    )
+    run.add_argument(
+        "--keep-errors",
+        action="store_true",
+        help="with --resume: keep samples that ended in an error instead of running them again",
     )
     run.add_argument(
         "--max-attempts",
@@ -243,25 +278,73 @@ def _spec(args: argparse.Namespace) -> RunSpec:
     except ValidationError as exc:
         where = f"{args.config} or the command line" if args.config else "command line"
         raise ConfigError(validation_message(exc, where)) from None
-    # Fail on a bad model spec before touching any data.
-    spec.resolve_model(spec.model, evaluated=True)
-    if spec.knowledge_model:
-        spec.resolve_model(spec.knowledge_model, evaluated=False)
-    if spec.selector_model:
-        spec.resolve_model(spec.selector_model, evaluated=False)
-    return spec
+    spec.check_models()  # a bad model spec fails before any data is touched
+    return spec.model_copy(update={"out": spec.out or default_out_dir(spec)})
 
 
-def _run(args: argparse.Namespace, console: Console) -> int:
-    spec = _spec(args)
+# What may change when a run is resumed: how fast it goes, not what it computes.
+_RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts"}
+
+
+def _resume_spec(args: argparse.Namespace) -> RunSpec:
+    given = [
+        f"--{flag.replace('_', '-')}"
+        for flag in (*_FLAGS, *_PARAM_FLAGS, "config", "max_attempts")
+        if getattr(args, flag) is not None and flag not in _RESUME_FLAGS
+    ] + (["--no-cache"] if args.no_cache else [])
+    if given:
+        raise ConfigError(
+            f"--resume continues the saved spec of {args.resume}; it cannot take "
+            f"{', '.join(given)} (only --concurrency, --max-concurrency, --rpm, --tpm, "
+            f"--max-attempts, --keep-errors, --no-progress)"
+        )
+    spec = load_saved_spec(args.resume).run_spec()
+    update: dict[str, Any] = {"out": args.resume}
+    for flag in ("concurrency", "max_concurrency", "rpm", "tpm"):
+        if getattr(args, flag) is not None:
+            update[_FLAGS[flag]] = getattr(args, flag)
+    if args.max_attempts is not None:
+        update["retry"] = (spec.retry or RetryPolicy()).model_copy(
+            update={"max_attempts": args.max_attempts}
+        )
+    return spec.model_copy(update=update)
+
+
+def _run(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.keep_errors and args.resume is None:
+        raise ConfigError("--keep-errors applies only with --resume DIR")
+    spec = _resume_spec(args) if args.resume is not None else _spec(args)
+    assert spec.out is not None
     progress = None if args.no_progress or not console.is_terminal else RichProgress()
     try:
-        result = asyncio.run(run_evaluation(spec, progress))
+        result = asyncio.run(
+            run_evaluation(
+                spec,
+                progress,
+                resume=args.resume is not None,
+                retry_errors=not args.keep_errors,
+                command=["hpt", *sys.argv[1:]],
+            )
+        )
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.stop()
+        err.print(
+            f"hpt: interrupted; finished samples are kept in {spec.out}. "
+            f"Continue with: hpt run --resume {spec.out}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return EXIT_INTERRUPTED
     finally:
         if progress is not None:
             progress.stop()
-    console.print(summary_table(result.summary, spec.strategies))
-    console.print(f"records: {result.out / 'samples.jsonl'}  summary: {result.out / SUMMARY}")
+    if len(result.summaries) == 1:
+        console.print(summary_table(result.summary, spec.strategies))
+    else:
+        console.print(cells_table(result.summaries))
+    console.print(f"records: {result.out / SAMPLES}  summary: {result.out / SUMMARY}")
+    console.print(f"report: hpt report {result.out}  traces: hpt view {result.out}")
     return 0
 
 
@@ -325,22 +408,11 @@ def _judge(args: argparse.Namespace, console: Console) -> int:
 
 
 def _summarize(args: argparse.Namespace, console: Console) -> int:
-    try:
-        spec = SavedSpec.model_validate_json((args.run_dir / SPEC).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunDirError(f"{args.run_dir} is not a run directory (no {SPEC})") from None
-    records = list(read_records(args.run_dir))
-    first = records[0] if records else None
-    summary = summarize(
-        records,
-        dataset=spec.dataset,
-        model=first.model if first else spec.model,
-        mode=spec.mode,
-        m=len(spec.strategies),
-        penalty=first.penalty if first else TASKS[spec.dataset].penalty,
-    )
-    console.print(summary_table(summary, spec.strategies))
-    print(summary.model_dump_json(indent=2))
+    spec = load_saved_spec(args.run_dir)
+    summaries = summarize_cells(read_records(args.run_dir))
+    for summary in summaries:
+        console.print(summary_table(summary, spec.strategies))
+    print(TypeAdapter(list[Summary]).dump_json(summaries, indent=2).decode())
     return 0
 
 
@@ -362,7 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for module in getattr(args, "plugin", []):
             _import_plugin(module)
         if args.command == "run":
-            return _run(args, console)
+            return _run(args, console, err)
         if args.command == "graph":
             print(mermaid(args.strategies, adaptive=args.mode == "adaptive"))
             return 0
@@ -388,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         err.print("hpt: interrupted; finished samples are kept in the run directory")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

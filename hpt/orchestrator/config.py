@@ -11,11 +11,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.backends import ModelConfig
-from hpt.orchestrator.spec import RunSpec
+from hpt.orchestrator.spec import ConfigError, RunSpec
 
-
-class ConfigError(ValueError):
-    pass
+__all__ = ["ConfigError", "RunConfigFile", "load_run_config", "validation_message"]
 
 
 class RunConfigFile(BaseModel):

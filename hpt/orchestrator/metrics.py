@@ -39,6 +39,8 @@ class Summary(BaseModel):
     dataset: str
     model: str
     mode: str
+    # Translation/summarisation: the score that resolved a sample.
+    threshold: float | None = None
     # Samples scored (resolved or unresolved); samples that ended in an error are not scored.
     n: int
     samples: int
@@ -72,8 +74,24 @@ class Summary(BaseModel):
 class Tally:
     """Running totals; ``summary()`` at any point equals summarize() over the records so far."""
 
-    def __init__(self, *, dataset: str, model: str, mode: str, m: int, penalty: float) -> None:
+    def __init__(
+        self,
+        *,
+        dataset: str,
+        model: str,
+        mode: str,
+        m: int,
+        penalty: float,
+        threshold: float | None = None,
+        track_draws: bool = True,
+    ) -> None:
         self.dataset, self.model, self.mode, self.m, self.penalty = dataset, model, mode, m, penalty
+        self.threshold = threshold
+        # What grows with the run is kept only where a metric needs it, so memory stays flat
+        # on datasets without a corpus metric and runs without repeated draws.
+        task = TASKS.get(dataset)
+        self._keep_finals = task is not None and issubclass(task, GenerationTask)
+        self._track_draws = track_draws
         self.level_counts = dict.fromkeys(range(1, m + 1), 0)
         self.samples = self.unresolved = self.errors = 0
         self.selector_turns = self.hallucinations = 0
@@ -104,12 +122,13 @@ class Tally:
         else:
             score = hpi_score(record.resolved_level, self.m, self.penalty)
         self.score_sum += score
-        counts = self.draws.setdefault(record.sample_id, [0, 0, 0])
-        counts[0] += 1
-        counts[1] += record.resolved_level == 1
-        counts[2] += record.resolved_level is not None
+        if self._track_draws:
+            counts = self.draws.setdefault(record.sample_id, [0, 0, 0])
+            counts[0] += 1
+            counts[1] += record.resolved_level == 1
+            counts[2] += record.resolved_level is not None
         final = record.attempts[-1] if record.attempts else None
-        if final is not None:
+        if final is not None and self._keep_finals:
             self.finals.append((final.parsed or "", record.target, final.score))
 
     @property
@@ -147,6 +166,7 @@ class Tally:
             dataset=self.dataset,
             model=self.model,
             mode=self.mode,
+            threshold=self.threshold,
             n=n,
             samples=self.samples,
             m=self.m,
@@ -173,9 +193,38 @@ class Tally:
 
 
 def summarize(
-    records: Iterable[SampleRecord], *, dataset: str, model: str, mode: str, m: int, penalty: float
+    records: Iterable[SampleRecord],
+    *,
+    dataset: str,
+    model: str,
+    mode: str,
+    m: int,
+    penalty: float,
+    threshold: float | None = None,
 ) -> Summary:
-    tally = Tally(dataset=dataset, model=model, mode=mode, m=m, penalty=penalty)
+    tally = Tally(
+        dataset=dataset, model=model, mode=mode, m=m, penalty=penalty, threshold=threshold
+    )
     for record in records:
         tally.add(record)
     return tally.summary()
+
+
+def summarize_cells(records: Iterable[SampleRecord]) -> list[Summary]:
+    """One summary per cell (dataset, model, mode, threshold), in order of first record;
+    reads the records once, as a stream."""
+    tallies: dict[tuple[str, str, str, float | None], Tally] = {}
+    for record in records:
+        key = (record.dataset, record.model, record.mode, record.threshold)
+        tally = tallies.get(key)
+        if tally is None:
+            tally = tallies[key] = Tally(
+                dataset=record.dataset,
+                model=record.model,
+                mode=record.mode,
+                m=record.m,
+                penalty=record.penalty,
+                threshold=record.threshold,
+            )
+        tally.add(record)
+    return [t.summary() for t in tallies.values()]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -14,6 +15,12 @@ from hpt.backends import BackendStats
 from hpt.orchestrator.metrics import Summary, Tally
 from hpt.orchestrator.records import SampleRecord
 from hpt.orchestrator.spec import RunSpec
+
+if TYPE_CHECKING:
+    from hpt.orchestrator.runner import RunSummary
+
+
+MAX_CELLS_SHOWN = 8
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -37,23 +44,24 @@ class RichProgress:
         self._live: Live | None = None
         self._strategies: list[str] = []
         self._backends: Mapping[str, BackendStats] = {}
-        self._tally: Tally | None = None
+        self._tallies: dict[int, Tally] = {}
 
     def watch(self, backends: Mapping[str, BackendStats]) -> None:
         self._backends = backends
 
-    def started(self, spec: RunSpec, total: int, out: Path) -> None:
+    def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
         self._strategies = list(spec.strategies)
-        self._bar.update(self._task, total=total, description=f"{spec.dataset} · {spec.model}")
-        self.console.print(f"writing records to [bold]{out}[/]")
+        self._bar.update(self._task, total=total, completed=done, description=spec.title)
+        again = f" (resumed: {done} of {total} samples already recorded)" if done else ""
+        self.console.print(f"writing records to [bold]{out}[/]{again}")
         # get_renderable re-reads the backend counters on every refresh, not only per sample.
         self._live = Live(console=self.console, refresh_per_second=4, get_renderable=self._current)
         self._live.start()
 
     def _current(self) -> Group:
-        return self._render(self._tally)
+        return self._render(list(self._tallies.values()))
 
-    def _render(self, tally: Tally | None) -> Group:
+    def _render(self, tallies: list[Tally]) -> Group:
         grid = Table.grid(padding=(0, 2))
         for name, b in self._backends.items():
             cap = "" if b.concurrency is None else f"/{b.concurrency}"
@@ -62,23 +70,23 @@ class RichProgress:
                 f"cache hits {b.cache_hits}  retries {b.retries}  rate-limited {b.rate_limited}  "
                 f"held back {b.rate_limit_wait_s:.1f} s  failed {b.errors}"
             )
-        if tally is not None:
-            levels = "  ".join(
-                f"L{k} {name}: {tally.level_counts[k]}"
-                for k, name in enumerate(self._strategies, 1)
-            )
-            grid.add_row(f"resolved  {levels}  unresolved: {tally.unresolved}")
+        for tally in tallies[:MAX_CELLS_SHOWN]:
+            levels = " ".join(str(tally.level_counts[k]) for k in range(1, tally.m + 1))
+            at = f" @{tally.threshold:g}" if tally.threshold is not None else ""
             grid.add_row(
-                f"HPI {_fmt(tally.hpi)}  calls {tally.calls}  tokens "
-                f"{tally.prompt_tokens}+{tally.completion_tokens}  errors {tally.errors}"
+                f"{tally.dataset}{at} · {tally.model} · {tally.mode}: HPI {_fmt(tally.hpi)}  "
+                f"per level [{levels}] unresolved {tally.unresolved}  calls {tally.calls}  "
+                f"tokens {tally.prompt_tokens}+{tally.completion_tokens}  errors {tally.errors}"
             )
+        if len(tallies) > MAX_CELLS_SHOWN:
+            grid.add_row(f"... and {len(tallies) - MAX_CELLS_SHOWN} more cells")
         return Group(self._bar, grid)
 
     def recorded(self, record: SampleRecord, tally: Tally) -> None:
         self._bar.advance(self._task)
-        self._tally = tally
+        self._tallies.setdefault(id(tally), tally)
 
-    def finished(self, summary: Summary) -> None:
+    def finished(self, result: RunSummary) -> None:
         self.stop()
 
     def stop(self) -> None:
@@ -89,7 +97,8 @@ class RichProgress:
 
 def summary_table(summary: Summary, strategies: list[str]) -> Table:
     kind = "adaptive HPF" if summary.mode == "adaptive" else "HPF"
-    table = Table(title=f"{kind} · {summary.dataset} · {summary.model}", show_header=False)
+    at = f" @{summary.threshold:g}" if summary.threshold is not None else ""
+    table = Table(title=f"{kind} · {summary.dataset}{at} · {summary.model}", show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_row("HPI (lower is better)", _fmt(summary.hpi))
@@ -115,4 +124,21 @@ def summary_table(summary: Summary, strategies: list[str]) -> Table:
     table.add_row(
         "tokens (prompt + completion)", f"{summary.prompt_tokens} + {summary.completion_tokens}"
     )
+    return table
+
+
+def cells_table(summaries: list[Summary]) -> Table:
+    """A campaign at a glance: one row per cell."""
+    table = Table(title="HPF runs (HPI: lower is better)")
+    for name in ("dataset", "model", "mode", "scored", "HPI", "accuracy", "L1 accuracy"):
+        table.add_column(name, justify="left" if name in ("dataset", "model", "mode") else "right")
+    table.add_column("metric", justify="right")
+    table.add_column("errors", justify="right")
+    for s in summaries:
+        at = f" @{s.threshold:g}" if s.threshold is not None else ""
+        metric = f"{s.text_metric} {_fmt(s.text_score)}" if s.text_metric else "-"
+        table.add_row(
+            s.dataset + at, s.model, s.mode, str(s.n), _fmt(s.hpi), _fmt(s.accuracy),
+            _fmt(s.level1_accuracy), metric, str(s.errors),
+        )  # fmt: skip
     return table

@@ -15,6 +15,8 @@ class SampleRecord(BaseModel):
     dataset: str
     model: str
     mode: str = "standard"
+    # Translation/summarisation: the score that resolved a sample in this run's cell.
+    threshold: float | None = None
     strategies: list[str]
     m: int
     penalty: float
@@ -29,6 +31,11 @@ class SampleRecord(BaseModel):
     iteration: int | None = None
     selections: list[Selection] = Field(default_factory=list)
     wall_s: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str, str, float | None, str, int]:
+        """What identifies a record within a run: its cell, sample and draw."""
+        return (self.dataset, self.model, self.mode, self.threshold, self.sample_id, self.draw)
 
     @property
     def prompt_tokens(self) -> int:

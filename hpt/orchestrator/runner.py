@@ -1,19 +1,28 @@
-"""One evaluation run: pick samples, climb the ladder for each concurrently, store records."""
+"""One run: every cell of the dataset x model x mode matrix, climbed concurrently, each
+finished sample appended to the run directory at once. A run can be resumed: finished samples
+are read back, counted and skipped."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import itertools
+import os
+import platform
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
 
 from hpt import __version__
-from hpt.backends import Backend, BackendStats, ResponseCache, open_backend
+from hpt.backends import BackendStats, ResponseCache, open_backend
+from hpt.backends.managed import ManagedBackend
 from hpt.graphs import (
     DEFAULT_LADDER,
     LadderRuntime,
@@ -30,9 +39,17 @@ from hpt.graphs.adaptive import (
 )
 from hpt.orchestrator.metrics import Summary, Tally, hpi_score
 from hpt.orchestrator.records import SampleRecord
-from hpt.orchestrator.spec import RunSpec
-from hpt.orchestrator.store import SPEC, SUMMARY, RunStore
-from hpt.tasks import DatasetError, Sample, get_task, resolve_data_dir, select
+from hpt.orchestrator.spec import Cell, RunSpec
+from hpt.orchestrator.store import (
+    SAMPLES,
+    SPEC,
+    SUMMARY,
+    RunDirError,
+    RunStore,
+    iter_lines,
+    parse_record,
+)
+from hpt.tasks import DatasetError, Sample, Task, get_task, resolve_data_dir, select
 from hpt.tasks.generation import GenerationTask
 
 
@@ -41,9 +58,12 @@ class RunObserver(Protocol):
         """Live counters of each backend (retries, waits, concurrency), before the start."""
         ...
 
-    def started(self, spec: RunSpec, total: int, out: Path) -> None: ...
+    def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
+        """``total`` samples in the run, ``done`` of them recorded before (a resumed run)."""
+        ...
+
     def recorded(self, record: SampleRecord, tally: Tally) -> None: ...
-    def finished(self, summary: Summary) -> None: ...
+    def finished(self, result: RunSummary) -> None: ...
 
 
 class SilentObserver:
@@ -52,65 +72,117 @@ class SilentObserver:
     def watch(self, backends: Mapping[str, BackendStats]) -> None:
         pass
 
-    def started(self, spec: RunSpec, total: int, out: Path) -> None:
+    def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
         pass
 
     def recorded(self, record: SampleRecord, tally: Tally) -> None:
         pass
 
-    def finished(self, summary: Summary) -> None:
+    def finished(self, result: RunSummary) -> None:
         pass
+
+
+class RunSummary(BaseModel):
+    """``summary.json``: one summary per cell; ``complete`` once every sample is recorded."""
+
+    complete: bool
+    cells: list[Summary]
 
 
 @dataclass
 class RunResult:
-    summary: Summary
     out: Path
+    summaries: list[Summary]
+    complete: bool
+
+    @property
+    def summary(self) -> Summary:
+        """The only cell's summary (a run of one dataset, model and mode)."""
+        if len(self.summaries) != 1:
+            raise ValueError(f"this run has {len(self.summaries)} cells; read .summaries")
+        return self.summaries[0]
 
 
 class SavedSpec(RunSpec):
+    """``run.json``: the spec, plus what is needed to repeat the run (never keys)."""
+
     hpt_version: str = __version__
+    python: str = platform.python_version()
+    platform: str = platform.platform()
     started_at: str = ""
+    resumed_at: list[str] = Field(default_factory=list)
+    command: list[str] = Field(default_factory=list)
+
+    def run_spec(self) -> RunSpec:
+        return RunSpec.model_validate(self.model_dump(include=set(RunSpec.model_fields)))
 
 
 def default_out_dir(spec: RunSpec) -> Path:
-    model = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.model)
-    return Path("runs") / f"{spec.dataset}-{model}-{datetime.now():%Y%m%d-%H%M%S}"
+    def part(names: list[str]) -> str:
+        text = re.sub(r"[^A-Za-z0-9._-]+", "_", "+".join(names))
+        return text[:60]
+
+    return Path("runs") / f"{part(spec.dataset)}-{part(spec.model)}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> RunResult:
+def load_saved_spec(directory: Path) -> SavedSpec:
+    try:
+        text = (directory / SPEC).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RunDirError(f"{directory} is not a run directory (no {SPEC})") from None
+    try:
+        return SavedSpec.model_validate_json(text)
+    except ValueError as exc:
+        first = str(exc).splitlines()[0]
+        raise RunDirError(f"{directory / SPEC}: not a run spec ({first})") from None
+
+
+@dataclass
+class _CellPlan:
+    cell: Cell
+    task: Task
+    samples: list[Sample]
+    pool: list[Sample]
+    model_name: str
+    tally: Tally
+    graph: Any = None
+    todo: list[tuple[Sample, int]] = field(default_factory=list)
+
+
+async def run_evaluation(
+    spec: RunSpec,
+    observer: RunObserver | None = None,
+    *,
+    resume: bool = False,
+    retry_errors: bool = True,
+    command: list[str] | None = None,
+) -> RunResult:
+    """Run (or, with ``resume``, continue) every cell of ``spec``.
+
+    Resuming reads ``spec.out``'s records, skips the samples they cover and, with
+    ``retry_errors``, runs again the samples that ended in an error."""
     observer = observer or SilentObserver()
     strategies = resolve_strategies(spec.strategies)
-    label, model_config = spec.resolve_model(spec.model, evaluated=True)
-    knowledge = (
-        spec.resolve_model(spec.knowledge_model, evaluated=False) if spec.knowledge_model else None
-    )
-    task = get_task(spec.dataset, resolve_data_dir(spec.data_dir))
-    if spec.threshold is not None:
-        if not isinstance(task, GenerationTask):
-            raise DatasetError(
-                f"--threshold applies to datasets resolved by a score (iwslt, samsum), "
-                f"not {task.name}"
-            )
-        task.threshold = spec.threshold
-    for name in strategies:
-        if name in DEFAULT_LADDER:  # fail before any model call if the dataset lacks its prompts
-            task.prompts.section(name)
-    samples, pool = await asyncio.to_thread(
-        lambda: (task.load_samples(), task.load_exemplar_pool())
-    )
-    chosen = select(samples, spec.limit, spec.seed)
-
+    spec.check_models()
+    plans = await _plan(spec)
     out = spec.out or default_out_dir(spec)
     store = RunStore(out)
-    store.check_free()
-    tally = Tally(
-        dataset=task.name,
-        model=label,
-        mode=spec.mode,
-        m=len(strategies),
-        penalty=task.penalty,
-    )
+    done: set[tuple[Any, ...]] = set()
+    if resume:
+        saved = load_saved_spec(out)
+        by_cell = {p.cell: p for p in plans}
+        done = await asyncio.to_thread(_read_back, out, by_cell, retry_errors)
+    else:
+        store.check_free()
+    for p in plans:
+        p.todo = [
+            (s, draw)
+            for draw in range(spec.samples_per_task)
+            for s in p.samples
+            if (p.cell.dataset, p.cell.model, p.cell.mode, p.cell.threshold, s.id, draw) not in done
+        ]
+    total = sum(len(p.samples) for p in plans) * spec.samples_per_task
+    complete = False
     async with contextlib.AsyncExitStack() as stack:
         cache = None
         if spec.cache:
@@ -118,112 +190,161 @@ async def run_evaluation(spec: RunSpec, observer: RunObserver | None = None) -> 
             await cache.open()
             stack.push_async_callback(cache.aclose)
         # Backends first: an unreachable endpoint or a bad key leaves no run directory behind.
-        model = await stack.enter_async_context(
-            open_backend(model_config, label=label, cache=cache)
-        )
-        stats = {label: model.stats}
-        knowledge_backend: Backend = model
-        if knowledge is not None and knowledge != (label, model_config):
-            k_label, k_config = knowledge
-            k_model = await stack.enter_async_context(
-                open_backend(k_config, label=k_label, cache=cache)
-            )
-            knowledge_backend = k_model
-            stats[k_label] = k_model.stats
-        selector: Backend = model
-        if spec.mode == "adaptive" and spec.selector_model:
-            s_label, s_config = spec.resolve_model(spec.selector_model, evaluated=False)
-            if (s_label, s_config) != (label, model_config):
-                s_model = await stack.enter_async_context(
-                    open_backend(s_config, label=s_label, cache=cache)
+        backends: dict[tuple[str, str], ManagedBackend] = {}
+
+        async def backend(name: str, *, evaluated: bool) -> ManagedBackend:
+            """One backend (one set of limits) per distinct model, however many cells use it."""
+            label, config = spec.resolve_model(name, evaluated=evaluated)
+            key = (label, config.model_dump_json())
+            if key not in backends:
+                backends[key] = await stack.enter_async_context(
+                    open_backend(config, label=label, cache=cache)
                 )
-                selector = s_model
-                stats[s_label] = s_model.stats
-        observer.watch(stats)
-        runtime = LadderRuntime(task, model, knowledge_backend, spec.params, pool, spec.epoch)
-        if spec.mode == "adaptive":
-            graph = build_adaptive(strategies, runtime, selector)
+            return backends[key]
+
+        for p in plans:
+            model = await backend(p.model_name, evaluated=True)
+            knowledge = (
+                await backend(spec.knowledge_model, evaluated=False)
+                if spec.knowledge_model
+                else model
+            )
+            runtime = LadderRuntime(p.task, model, knowledge, spec.params, p.pool, spec.epoch)
+            if p.cell.mode == "adaptive":
+                selector = (
+                    await backend(spec.selector_model, evaluated=False)
+                    if spec.selector_model
+                    else model
+                )
+                p.graph = build_adaptive(strategies, runtime, selector)
+            else:
+                p.graph = build_ladder(strategies, runtime)
+        observer.watch({label: b.stats for (label, _), b in backends.items()})
+        now = datetime.now().isoformat(timespec="seconds")
+        if resume:
+            saved.resumed_at.append(now)
+            store.reopen()
         else:
-            graph = build_ladder(strategies, runtime)
-        store.create()
-        store.write_json(
-            SPEC, SavedSpec(**spec.model_dump(), started_at=datetime.now().isoformat())
-        )
-        observer.started(spec, len(chosen) * spec.samples_per_task, out)
+            saved = SavedSpec(**spec.model_dump(), started_at=now, command=command or [])
+            store.create()
+        store.write_json(SPEC, saved.model_copy(update={"out": out}))
+        observer.started(spec, total, out, done=total - sum(len(p.todo) for p in plans))
         try:
-            await _climb_all(graph, chosen, spec, task.name, label, store, tally, observer)
+            await _climb_all(plans, spec, store, observer)
+            complete = True
         finally:
             store.close()
-            store.write_json(SUMMARY, tally.summary())
-    summary = tally.summary()
-    observer.finished(summary)
-    return RunResult(summary=summary, out=out)
+            result = RunSummary(complete=complete, cells=[p.tally.summary() for p in plans])
+            store.write_json(SUMMARY, result)
+    observer.finished(result)
+    return RunResult(out=out, summaries=result.cells, complete=complete)
+
+
+async def _plan(spec: RunSpec) -> list[_CellPlan]:
+    """Load every dataset once and lay out the cells; fails before any model is called."""
+    strategies = resolve_strategies(spec.strategies)
+    data_dir = resolve_data_dir(spec.data_dir)
+    tasks = {name: get_task(name, data_dir) for name in spec.dataset}
+    if spec.threshold and not any(isinstance(t, GenerationTask) for t in tasks.values()):
+        raise DatasetError(
+            f"--threshold applies to datasets resolved by a score (iwslt, samsum), "
+            f"not {', '.join(tasks)}"
+        )
+    for task in tasks.values():
+        for name in strategies:
+            if name in DEFAULT_LADDER:  # fail early if the dataset lacks the level's prompts
+                task.prompts.section(name)
+
+    def load(task: Task) -> tuple[list[Sample], list[Sample]]:
+        return select(task.load_samples(), spec.limit, spec.seed), list(task.load_exemplar_pool())
+
+    loaded = await asyncio.gather(*(asyncio.to_thread(load, t) for t in tasks.values()))
+    plans = []
+    for task, (samples, pool) in zip(tasks.values(), loaded, strict=True):
+        scored = isinstance(task, GenerationTask)
+        for threshold in spec.thresholds_for(scored):
+            cell_task = task
+            if isinstance(task, GenerationTask):
+                if threshold is not None:
+                    cell_task = copy.copy(task)
+                    cell_task.threshold = threshold
+                threshold = cell_task.threshold  # type: ignore[attr-defined]
+            for model_name in spec.model:
+                label, _ = spec.resolve_model(model_name, evaluated=True)
+                for mode in spec.mode:
+                    cell = Cell(task.name, label, mode, threshold)
+                    tally = Tally(
+                        dataset=task.name,
+                        model=label,
+                        mode=mode,
+                        m=len(strategies),
+                        penalty=task.penalty,
+                        threshold=threshold,
+                        track_draws=spec.samples_per_task > 1,
+                    )
+                    plans.append(_CellPlan(cell, cell_task, samples, pool, model_name, tally))
+    return plans
+
+
+def _read_back(
+    out: Path, plans: Mapping[Cell, _CellPlan], retry_errors: bool
+) -> set[tuple[Any, ...]]:
+    """Count a run's finished records into the tallies and return their keys. Records of
+    samples that ended in an error are dropped (rewriting the file) when they will be rerun."""
+    done: set[tuple[Any, ...]] = set()
+    dropped = False
+    samples = out / SAMPLES
+    if not samples.exists():
+        return done
+    keep = samples.with_suffix(".jsonl.resume")
+    with keep.open("w", encoding="utf-8") as kept:
+        for lineno, line in iter_lines(out):
+            if not line.endswith("\n"):
+                break  # torn by a crash; reopen() cuts it
+            record = parse_record(out, lineno, line)
+            plan = plans.get(Cell(record.dataset, record.model, record.mode, record.threshold))
+            if plan is None:
+                raise RunDirError(
+                    f"{samples}:{lineno}: a record of {record.dataset} · {record.model} · "
+                    f"{record.mode}, which this run's spec does not include"
+                )
+            if (retry_errors and record.error is not None) or record.key in done:
+                dropped = True
+                continue
+            done.add(record.key)
+            plan.tally.add(record)
+            kept.write(line)
+        kept.flush()
+        os.fsync(kept.fileno())
+    if dropped:
+        os.replace(keep, samples)
+    else:
+        keep.unlink()
+    return done
+
+
+def _interleave(plans: list[_CellPlan]) -> list[tuple[_CellPlan, Sample, int]]:
+    """Round-robin over the cells, so every cell makes progress from the start."""
+    per_cell = [[(p, s, draw) for s, draw in p.todo] for p in plans]
+    return [item for batch in itertools.zip_longest(*per_cell) for item in batch if item]
 
 
 async def _climb_all(
-    graph: object,
-    samples: list[Sample],
-    spec: RunSpec,
-    dataset: str,
-    model: str,
-    store: RunStore,
-    tally: Tally,
-    observer: RunObserver,
+    plans: list[_CellPlan], spec: RunSpec, store: RunStore, observer: RunObserver
 ) -> None:
-    todo: asyncio.Queue[tuple[Sample, int]] = asyncio.Queue()
-    for draw in range(spec.samples_per_task):
-        for s in samples:
-            todo.put_nowait((s, draw))
-    done: asyncio.Queue[SampleRecord | None] = asyncio.Queue()
+    queues: dict[str, list[tuple[_CellPlan, Sample, int]]] = {}
+    for model_name in spec.model:
+        items = _interleave([p for p in plans if p.model_name == model_name])
+        if items:
+            queues[model_name] = items[::-1]  # pop() from the end takes the first
+    done: asyncio.Queue[tuple[SampleRecord, Tally] | None] = asyncio.Queue()
     m = len(spec.strategies)
-    penalty = tally.penalty
-    adaptive = spec.mode == "adaptive"
-    limit = adaptive_recursion_limit(m) if adaptive else recursion_limit(m)
 
-    async def worker() -> None:
-        while True:
-            try:
-                sample, draw = todo.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            started = time.perf_counter()
-            state: LadderState = await graph.ainvoke(  # type: ignore[attr-defined]
-                {"sample": sample, "attempts": [], "draw": draw},
-                config={"recursion_limit": limit},
-            )
-            attempts = state["attempts"]
-            selections: list[Selection] = list(state.get("selections", []))
-            error = next((a.error for a in attempts if a.error), None)
-            error = error or next((t.error for t in selections if t.error), None)
-            winner = next((a for a in attempts if a.resolved), None)
-            level = winner.level if winner else None
-            iteration = winner.iteration if winner else None
-            if error:
-                score = None
-            elif adaptive:
-                score = adaptive_score(level, iteration, m, penalty)
-            else:
-                score = hpi_score(level, m, penalty)
-            done.put_nowait(
-                SampleRecord(
-                    sample_id=sample.id,
-                    draw=draw,
-                    dataset=dataset,
-                    model=model,
-                    strategies=list(spec.strategies),
-                    m=m,
-                    penalty=penalty,
-                    target=sample.target,
-                    mode=spec.mode,
-                    resolved_level=level,
-                    hpi_score=score,
-                    error=error,
-                    attempts=attempts,
-                    iteration=iteration,
-                    selections=selections,
-                    wall_s=time.perf_counter() - started,
-                )
-            )
+    async def worker(todo: list[tuple[_CellPlan, Sample, int]]) -> None:
+        while todo:
+            plan, sample, draw = todo.pop()
+            record = await _climb(plan, sample, draw, spec.strategies, m)
+            done.put_nowait((record, plan.tally))
 
     async def writer() -> None:
         finished = False
@@ -232,22 +353,70 @@ async def _climb_all(
             while not done.empty():
                 batch.append(done.get_nowait())
             finished = batch[-1] is None
-            records = [r for r in batch if r is not None]
-            if records:
-                await store.append(records)
-                for r in records:
-                    tally.add(r)
-                    observer.recorded(r, tally)
+            entries = [e for e in batch if e is not None]
+            if entries:
+                await store.append([record for record, _ in entries])
+                for record, tally in entries:
+                    tally.add(record)
+                    observer.recorded(record, tally)
 
     write_task = asyncio.create_task(writer())
     try:
         async with asyncio.TaskGroup() as tg:
-            for _ in range(min(spec.concurrency, len(samples) * spec.samples_per_task)):
-                tg.create_task(worker())
+            for todo in queues.values():
+                for _ in range(min(spec.concurrency, len(todo))):
+                    tg.create_task(worker(todo))
     except BaseExceptionGroup as group:
         # The first failure (e.g. a rejected API key) says what went wrong; the rest repeat it.
         raise group.exceptions[0] from None
     finally:
-        # Finished samples reach the disk even when the run stops early.
+        # Finished samples reach the disk even when the run stops early; those in flight are
+        # abandoned and run again on resume.
         done.put_nowait(None)
         await asyncio.shield(write_task)
+
+
+async def _climb(
+    plan: _CellPlan, sample: Sample, draw: int, strategies: list[str], m: int
+) -> SampleRecord:
+    cell = plan.cell
+    adaptive = cell.mode == "adaptive"
+    limit = adaptive_recursion_limit(m) if adaptive else recursion_limit(m)
+    started = time.perf_counter()
+    state: LadderState = await plan.graph.ainvoke(
+        {"sample": sample, "attempts": [], "draw": draw},
+        config={"recursion_limit": limit},
+    )
+    attempts = state["attempts"]
+    selections: list[Selection] = list(state.get("selections", []))
+    error = next((a.error for a in attempts if a.error), None)
+    error = error or next((t.error for t in selections if t.error), None)
+    winner = next((a for a in attempts if a.resolved), None)
+    level = winner.level if winner else None
+    iteration = winner.iteration if winner else None
+    penalty = plan.tally.penalty
+    if error:
+        score = None
+    elif adaptive:
+        score = adaptive_score(level, iteration, m, penalty)
+    else:
+        score = hpi_score(level, m, penalty)
+    return SampleRecord(
+        sample_id=sample.id,
+        draw=draw,
+        dataset=cell.dataset,
+        model=cell.model,
+        mode=cell.mode,
+        threshold=cell.threshold,
+        strategies=list(strategies),
+        m=m,
+        penalty=penalty,
+        target=sample.target,
+        resolved_level=level,
+        hpi_score=score,
+        error=error,
+        attempts=attempts,
+        iteration=iteration,
+        selections=selections,
+        wall_s=time.perf_counter() - started,
+    )

@@ -1,31 +1,78 @@
-"""A run's full description; saved as ``run.json`` so a run can be repeated."""
+"""A run's full description; saved as ``run.json`` so a run can be repeated or resumed.
+
+A run is a campaign: every dataset x model x mode (x threshold, for the datasets resolved by
+a score) is one *cell*, and all cells run in one pass that shares backends and the cache."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from hpt.backends import GenerationParams, ModelConfig, RetryPolicy, parse_model_spec, spec_label
 from hpt.graphs import DEFAULT_LADDER
+
+Mode = Literal["standard", "adaptive"]
+
+
+class ConfigError(ValueError):
+    """A run described wrongly: the message says which setting and how to fix it."""
+
+
+def _listed(value: Any) -> Any:
+    """One value or several: ``dataset = "boolq"`` and ``dataset = ["boolq", "csqa"]``."""
+    if isinstance(value, str | int | float):
+        return [value]
+    return value
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    return list(dict.fromkeys(values))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One dataset x model x mode (x threshold) of a run; records carry the same four values."""
+
+    dataset: str
+    model: str  # the evaluated model's label, as records name it
+    mode: str
+    threshold: float | None = None
+
+    @property
+    def title(self) -> str:
+        at = f" @{self.threshold:g}" if self.threshold is not None else ""
+        return f"{self.dataset}{at} · {self.model} · {self.mode}"
 
 
 class RunSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    dataset: str
-    model: str = "local"
-    knowledge_model: str | None = None  # None: the evaluated model
+    # The matrix: each accepts one value or a list.
+    dataset: Annotated[list[str], BeforeValidator(_listed), Field(min_length=1)]
+    model: Annotated[list[str], BeforeValidator(_listed)] = Field(
+        default_factory=lambda: ["local"], min_length=1
+    )
+    # "adaptive": a prompt-selector picks each level (HPT appendix E).
+    mode: Annotated[list[Mode], BeforeValidator(_listed)] = Field(
+        default_factory=lambda: list[Mode](["standard"]), min_length=1
+    )
+    # Translation/summarisation: the scores (0-1) that resolve a sample, one cell each; empty:
+    # the dataset's default (IWSLT 0.15 sentence BLEU, SAMSum 0.20 ROUGE-L F, as in the paper).
+    threshold: Annotated[
+        list[Annotated[float, Field(gt=0.0, le=1.0)]], BeforeValidator(_listed)
+    ] = Field(default_factory=list)
+    knowledge_model: str | None = None  # None: each evaluated model itself
+    selector_model: str | None = None  # adaptive mode's prompt-selector; None: the model itself
     base_url: str | None = None  # the evaluated model's endpoint, for a PROVIDER:MODEL spec
-    # Named models from a run config file; --model may name one. They hold no keys.
+    # Named models from a run config file; --model may name them. They hold no keys.
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     strategies: list[str] = Field(default_factory=lambda: list(DEFAULT_LADDER))
-    # "adaptive": a prompt-selector picks each level (HPT appendix E); default the model.
-    mode: Literal["standard", "adaptive"] = "standard"
-    selector_model: str | None = None
     limit: int | None = Field(None, ge=1)
     seed: int = 0
+    # Samples in flight per evaluated model; each backend's own limits cap its calls.
     concurrency: int = Field(8, ge=1)
     # Per-backend overrides of the models' own limits and retry policy.
     max_concurrency: int | None = Field(None, ge=1)
@@ -33,9 +80,6 @@ class RunSpec(BaseModel):
     tokens_per_minute: int | None = Field(None, ge=1)
     retry: RetryPolicy | None = None
     params: GenerationParams = Field(default_factory=GenerationParams)
-    # Translation/summarisation: the score (0-1) that resolves a sample; None: the dataset's
-    # default (IWSLT 0.15 sentence BLEU, SAMSum 0.20 ROUGE-L F, as in the paper).
-    threshold: float | None = Field(None, gt=0.0, le=1.0)
     # Independent climbs per sample; pass@k (k <= n) is reported for level 1 and for HPF.
     samples_per_task: int = Field(1, ge=1)
     cache: bool = True
@@ -43,6 +87,16 @@ class RunSpec(BaseModel):
     epoch: int = Field(0, ge=0)
     data_dir: Path | None = None
     out: Path | None = None
+
+    @field_validator("dataset", "model", "mode", "threshold")
+    @classmethod
+    def _no_repeats(cls, values: list[Any]) -> list[Any]:
+        return _unique(values)
+
+    @field_validator("base_url")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
 
     def resolve_model(self, name: str, *, evaluated: bool) -> tuple[str, ModelConfig]:
         """The label and effective config of a model spec, with this run's overrides."""
@@ -62,3 +116,26 @@ class RunSpec(BaseModel):
             update["endpoints"] = [self.base_url]
         config = config.model_copy(update=update)
         return spec_label(name, config), config
+
+    def check_models(self) -> None:
+        """Fail on a bad model spec before touching any data or server."""
+        if self.base_url and len(self.model) > 1:
+            raise ConfigError(
+                "--base-url names one endpoint but the run has several models; give each its "
+                "endpoint in a config file ([models.NAME] endpoints = [...])"
+            )
+        for name in self.model:
+            self.resolve_model(name, evaluated=True)
+        for helper in (self.knowledge_model, self.selector_model):
+            if helper:
+                self.resolve_model(helper, evaluated=False)
+
+    def thresholds_for(self, scored: bool) -> list[float | None]:
+        """The threshold cells of one dataset: only datasets resolved by a score have any."""
+        if scored and self.threshold:
+            return list(self.threshold)
+        return [None]
+
+    @property
+    def title(self) -> str:
+        return " + ".join(self.dataset) + " · " + " + ".join(self.model)

@@ -1,0 +1,50 @@
+"""The Python API for scripts: ``await hpt.evaluate(...)`` inside any running event loop."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hpt.orchestrator.runner import RunObserver, RunResult, load_saved_spec, run_evaluation
+from hpt.orchestrator.spec import Mode, RunSpec
+
+
+async def evaluate(
+    *,
+    datasets: str | Sequence[str],
+    models: str | Sequence[str] = "local",
+    mode: Mode | Sequence[Mode] = "standard",
+    out: str | Path | None = None,
+    observer: RunObserver | None = None,
+    **settings: Any,
+) -> RunResult:
+    """Evaluate every model on every dataset in every mode; one summary per cell.
+
+    ``settings`` are the other RunSpec fields (limit, strategies, concurrency, threshold,
+    models config as ``model_configs``, params, ...). Records go to ``out`` (default
+    ``runs/...``) as samples finish; cancel the awaiting task to stop, and ``resume(out)``."""
+    named = settings.pop("model_configs", {})
+    spec = RunSpec.model_validate(
+        {
+            "dataset": _listed(datasets),
+            "model": _listed(models),
+            "mode": _listed(mode),
+            "out": out,
+            "models": named,
+            **settings,
+        }
+    )
+    return await run_evaluation(spec, observer)
+
+
+async def resume(
+    out: str | Path, *, retry_errors: bool = True, observer: RunObserver | None = None
+) -> RunResult:
+    """Continue an interrupted run from its directory, without repeating finished samples."""
+    spec = load_saved_spec(Path(out)).run_spec().model_copy(update={"out": Path(out)})
+    return await run_evaluation(spec, observer, resume=True, retry_errors=retry_errors)
+
+
+def _listed(value: str | Sequence[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)

@@ -206,6 +206,21 @@ def _parser() -> argparse.ArgumentParser:
     judge.add_argument("--out", type=Path, help="output folder (default runs/judge-TIME)")
     judge.add_argument("--no-cache", action="store_true")
 
+    rep = sub.add_parser(
+        "report",
+        help="the paper's tables (Markdown, CSV) and plots (PNG, SVG) from run directories",
+    )
+    rep.add_argument("run_dirs", nargs="+", type=Path, metavar="DIR")
+    rep.add_argument(
+        "--out", type=Path, help="output folder (default DIR/report, or runs/report-TIME)"
+    )
+    rep.add_argument(
+        "--prices",
+        type=Path,
+        help='TOML of USD per million tokens per model: ["openai:gpt-4o"] input = 2.5, output = 10',
+    )
+    rep.add_argument("--no-plots", action="store_true", help="tables only")
+
     summ = sub.add_parser("summarize", help="recompute a run's metrics from its records")
     summ.add_argument("run_dir", type=Path)
 
@@ -416,6 +431,40 @@ def _summarize(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace, console: Console) -> int:
+    from datetime import datetime
+
+    from hpt.orchestrator import report
+
+    prices = report.load_prices(args.prices) if args.prices else None
+    for directory in args.run_dirs:
+        if not (directory / SAMPLES).is_file():
+            raise RunDirError(f"{directory} is not a run directory (no {SAMPLES})")
+    reports = report.collect(args.run_dirs, prices)
+    if not reports:
+        raise RunDirError(f"no records in {', '.join(map(str, args.run_dirs))}")
+    out = args.out or (
+        args.run_dirs[0] / "report"
+        if len(args.run_dirs) == 1
+        else Path("runs") / f"report-{datetime.now():%Y%m%d-%H%M%S}"
+    )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"cannot write report folder {out}: {exc.strerror}") from None
+    text = report.markdown(reports, args.run_dirs)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    report.write_csv(reports, out / "cells.csv")
+    written = [out / "report.md", out / "cells.csv"]
+    if not args.no_plots:
+        from hpt.orchestrator import plots
+
+        written += plots.hpi_chart(reports, out) + plots.level_histograms(reports, out)
+    print(text)
+    console.print("wrote " + ", ".join(str(p) for p in written), highlight=False, soft_wrap=True)
+    return 0
+
+
 def _import_plugin(module: str) -> None:
     try:
         importlib.import_module(module)
@@ -438,6 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "graph":
             print(mermaid(args.strategies, adaptive=args.mode == "adaptive"))
             return 0
+        if args.command == "report":
+            return _report(args, console)
         if args.command == "summarize":
             return _summarize(args, console)
         if args.command == "cache":

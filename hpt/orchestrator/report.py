@@ -1,0 +1,403 @@
+"""``hpt report``: the paper's tables from one or more run directories, read as a stream.
+
+Every number is a pure function of the records. Confidence intervals are percentile
+bootstraps over samples; because a resampled mean depends only on how often each distinct
+score is drawn, each resample is one multinomial draw over the distinct scores -- exactly the
+nonparametric bootstrap, in memory that does not grow with the run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import tomllib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hpt.orchestrator.metrics import Summary, Tally
+from hpt.orchestrator.records import SampleRecord
+from hpt.orchestrator.spec import Cell, ConfigError
+from hpt.orchestrator.store import RunDirError, read_records
+from hpt.tasks import TASKS
+from hpt.tasks.generation import GenerationTask
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0
+# Table 1 of the paper: datasets resolved by an exact answer.
+ANSWER_DATASETS = ("mmlu", "gsm8k", "boolq", "csqa")
+CODE_DATASETS = ("humaneval",)
+TEXT_DATASETS = ("iwslt", "samsum")
+
+
+class Price(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0.0, description="USD per million prompt tokens")
+    output: float = Field(ge=0.0, description="USD per million completion tokens")
+
+
+def load_prices(path: Path) -> dict[str, Price]:
+    """A TOML file of ``["MODEL"] input = USD, output = USD`` per million tokens."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"prices file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    prices = {}
+    for model, entry in data.items():
+        try:
+            prices[model] = Price.model_validate(entry)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(table)"
+            raise ConfigError(f"{path}: {model}.{where}: {first['msg']}") from None
+    return prices
+
+
+def bootstrap_ci(
+    counts: Counter[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float] | None:
+    """95% percentile bootstrap interval of the mean of values given as {value: count}."""
+    n = sum(counts.values())
+    if n == 0:
+        return None
+    values = np.array(list(counts), dtype=float)
+    probs = np.array(list(counts.values()), dtype=float) / n
+    draws = np.random.default_rng(seed).multinomial(n, probs, size=resamples)
+    means = draws @ values / n
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+class CellReport(BaseModel):
+    """What a report says of one cell: the run summary plus intervals, source and cost."""
+
+    summary: Summary
+    hpi_ci: tuple[float, float] | None = None
+    accuracy_ci: tuple[float, float] | None = None
+    # HumanEval's table-2 figure: hpf@1 with repeated draws, else the share resolved.
+    pass_at_1: float | None = None
+    cost_usd: float | None = None
+    source: str = ""
+
+
+@dataclass
+class _Acc:
+    tally: Tally
+    source: Path
+    hpi: Counter[float] = field(default_factory=Counter)
+    resolved: Counter[float] = field(default_factory=Counter)
+    tokens: dict[str, list[int]] = field(default_factory=dict)  # call model -> [in, out]
+
+    def add(self, record: SampleRecord) -> None:
+        self.tally.add(record)
+        if record.hpi_score is not None:
+            self.hpi[record.hpi_score] += 1
+            self.resolved[float(record.resolved_level is not None)] += 1
+        calls = [c for a in record.attempts for c in a.calls]
+        calls += [s.call for s in record.selections if s.call is not None]
+        for call in calls:
+            used = self.tokens.setdefault(call.model, [0, 0])
+            used[0] += call.usage.prompt_tokens
+            used[1] += call.usage.completion_tokens
+
+
+def collect(run_dirs: Iterable[Path], prices: dict[str, Price] | None = None) -> list[CellReport]:
+    """One CellReport per cell over all the directories, reading each record once."""
+    cells: dict[Cell, _Acc] = {}
+    for directory in run_dirs:
+        seen_here: set[Cell] = set()
+        for record in read_records(directory):
+            cell = Cell(record.dataset, record.model, record.mode, record.threshold)
+            acc = cells.get(cell)
+            if acc is None:
+                acc = cells[cell] = _Acc(
+                    Tally(
+                        dataset=record.dataset, model=record.model, mode=record.mode,
+                        m=record.m, penalty=record.penalty, threshold=record.threshold,
+                    ),
+                    directory,
+                )  # fmt: skip
+            elif cell not in seen_here:
+                raise RunDirError(
+                    f"{cell.title} is in both {acc.source} and {directory}; report them separately"
+                )
+            seen_here.add(cell)
+            acc.add(record)
+    reports = []
+    for acc in cells.values():
+        summary = acc.tally.summary()
+        reports.append(
+            CellReport(
+                summary=summary,
+                hpi_ci=bootstrap_ci(acc.hpi),
+                accuracy_ci=bootstrap_ci(acc.resolved),
+                pass_at_1=summary.pass_at_k.get("hpf@1", summary.accuracy),
+                cost_usd=_cost(acc.tokens, prices) if prices else None,
+                source=str(acc.source),
+            )
+        )
+    return reports
+
+
+def _cost(tokens: dict[str, list[int]], prices: dict[str, Price]) -> float | None:
+    """USD at list price for every call, cached or not: what a fresh run would cost. None when
+    some model that was called has no price."""
+    total = 0.0
+    for model, (prompt, completion) in tokens.items():
+        price = prices.get(model)
+        if price is None:
+            return None
+        total += (prompt * price.input + completion * price.output) / 1e6
+    return total
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ci(ci: tuple[float, float] | None, digits: int = 2) -> str:
+    return "" if ci is None else f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def _models(reports: list[CellReport]) -> list[str]:
+    return list(dict.fromkeys(r.summary.model for r in reports))
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _pick(reports: list[CellReport], **match: object) -> CellReport | None:
+    for r in reports:
+        if all(getattr(r.summary, k) == v for k, v in match.items()):
+            return r
+    return None
+
+
+def _thresholds(reports: list[CellReport], dataset: str, mode: str) -> list[float]:
+    found = {
+        r.summary.threshold
+        for r in reports
+        if r.summary.dataset == dataset and r.summary.mode == mode
+    }
+    return sorted(t for t in found if t is not None)
+
+
+def table_answers(reports: list[CellReport]) -> str | None:
+    """Table 1: HPI (lower is better) and accuracy per model x dataset, standard HPF."""
+    datasets = [d for d in ANSWER_DATASETS if _pick(reports, dataset=d, mode="standard")]
+    if not datasets:
+        return None
+    header = ["model"] + [f"{d} {col}" for d in datasets for col in ("HPI", "accuracy %")]
+    rows = []
+    for model in _models(reports):
+        row = [model]
+        for d in datasets:
+            r = _pick(reports, dataset=d, model=model, mode="standard")
+            s = r.summary if r else None
+            acc = None if s is None or s.accuracy is None else 100 * s.accuracy
+            acc_ci = r.accuracy_ci if r else None
+            pct = (100 * acc_ci[0], 100 * acc_ci[1]) if acc_ci else None
+            row += [
+                _f(s.hpi if s else None) + _ci(r.hpi_ci if r else None),
+                _f(acc) + _ci(pct),
+            ]
+        rows.append(row)
+    return _table(header, rows)
+
+
+def table_code(reports: list[CellReport]) -> str | None:
+    """Table 2: HPI and pass@1 on HumanEval, standard HPF."""
+    found = [
+        r for r in reports if r.summary.dataset in CODE_DATASETS and r.summary.mode == "standard"
+    ]
+    if not found:
+        return None
+    rows = [
+        [r.summary.model, _f(r.summary.hpi) + _ci(r.hpi_ci), _f(r.pass_at_1) + _ci(r.accuracy_ci)]
+        for r in found
+    ]
+    return _table(["model", "HPI", "pass@1"], rows)
+
+
+def _text_table(reports: list[CellReport], mode: str) -> str | None:
+    datasets = [d for d in TEXT_DATASETS if _thresholds(reports, d, mode)]
+    if not datasets:
+        return None
+    header = ["model"]
+    for d in datasets:
+        task = TASKS[d]
+        metric = task.corpus_metric if issubclass(task, GenerationTask) else "score"
+        for t in _thresholds(reports, d, mode):
+            header += [f"{d} HPI @{t:g}", f"{d} {metric} @{t:g}"]
+    rows = []
+    for model in _models(reports):
+        row = [model]
+        for d in datasets:
+            for t in _thresholds(reports, d, mode):
+                r = _pick(reports, dataset=d, model=model, mode=mode, threshold=t)
+                row += [
+                    _f(r.summary.hpi if r else None) + _ci(r.hpi_ci if r else None),
+                    _f(r.summary.text_score if r else None),
+                ]
+        rows.append(row)
+    return _table(header, rows)
+
+
+def table_text(reports: list[CellReport]) -> str | None:
+    """Table 3: HPI and BLEU / ROUGE-L per threshold, standard HPF."""
+    return _text_table(reports, "standard")
+
+
+def table_adaptive_hpi(reports: list[CellReport]) -> str | None:
+    """Table 6: adaptive HPF's HPI per model x dataset (with thresholds)."""
+    columns: list[tuple[str, float | None]] = []
+    for r in reports:
+        s = r.summary
+        if s.mode == "adaptive" and (s.dataset, s.threshold) not in columns:
+            columns.append((s.dataset, s.threshold))
+    if not columns:
+        return None
+    header = ["model"] + [d + (f" ({t:g})" if t is not None else "") for d, t in columns]
+    rows = []
+    for model in _models(reports):
+        row = [model]
+        for d, t in columns:
+            cell = _pick(reports, dataset=d, model=model, mode="adaptive", threshold=t)
+            row.append(
+                _f(cell.summary.hpi if cell else None, 3) + _ci(cell.hpi_ci if cell else None)
+            )
+        rows.append(row)
+    return _table(header, rows)
+
+
+def table_adaptive_scores(reports: list[CellReport]) -> str | None:
+    """Table 7: adaptive HPF's performance: accuracy, or the text metric per threshold."""
+    adaptive = [r for r in reports if r.summary.mode == "adaptive"]
+    if not adaptive:
+        return None
+    models = _models(adaptive)
+    keys = list(dict.fromkeys((r.summary.dataset, r.summary.threshold) for r in adaptive))
+    rows = []
+    for d, t in keys:
+        any_r = _pick(adaptive, dataset=d, threshold=t)
+        assert any_r is not None
+        metric = any_r.summary.text_metric or ("pass@1" if d in CODE_DATASETS else "accuracy")
+        row = [d, metric, "-" if t is None else f"{t:g}"]
+        for model in models:
+            r = _pick(adaptive, dataset=d, model=model, threshold=t)
+            s = r.summary if r else None
+            value = s.text_score if s and s.text_metric else (s.accuracy if s else None)
+            row.append(_f(value, 4))
+        rows.append(row)
+    return _table(["dataset", "metric", "threshold", *models], rows)
+
+
+def table_levels(reports: list[CellReport]) -> str:
+    """Where samples were resolved: counts per level, unresolved and errors, per cell."""
+    m = max(r.summary.m for r in reports)
+    header = ["dataset", "model", "mode", *[f"L{k}" for k in range(1, m + 1)]]
+    header += ["unresolved", "errors", "selector hallucination %"]
+    rows = []
+    for r in reports:
+        s = r.summary
+        at = f" @{s.threshold:g}" if s.threshold is not None else ""
+        levels = [str(s.level_counts.get(k, 0)) if k <= s.m else "" for k in range(1, m + 1)]
+        rate = None if s.hallucination_rate is None else 100 * s.hallucination_rate
+        rows.append([s.dataset + at, s.model, s.mode, *levels, str(s.unresolved), str(s.errors),
+                     _f(rate, 1)])  # fmt: skip
+    return _table(header, rows)
+
+
+def table_usage(reports: list[CellReport]) -> str:
+    """Calls, tokens and, with prices, cost per cell."""
+    priced = any(r.cost_usd is not None for r in reports)
+    header = ["dataset", "model", "mode", "samples", "calls (cached)", "prompt tokens",
+              "completion tokens"] + (["cost USD"] if priced else [])  # fmt: skip
+    rows = []
+    for r in reports:
+        s = r.summary
+        at = f" @{s.threshold:g}" if s.threshold is not None else ""
+        row = [s.dataset + at, s.model, s.mode, str(s.samples), f"{s.calls} ({s.cached_calls})",
+               str(s.prompt_tokens), str(s.completion_tokens)]  # fmt: skip
+        if priced:
+            row.append("-" if r.cost_usd is None else f"{r.cost_usd:.4f}")
+        rows.append(row)
+    if priced:
+        total = sum(r.cost_usd or 0.0 for r in reports)
+        rows.append(["**total**", "", "", "", "", "", "", f"{total:.4f}"])
+    return _table(header, rows)
+
+
+SECTIONS = (
+    ("Table 1 · HPI (lower is better) and accuracy", table_answers),
+    ("Table 2 · HumanEval: HPI and pass@1", table_code),
+    ("Table 3 · HPI and BLEU / ROUGE-L per threshold", table_text),
+    ("Table 6 · Adaptive HPF: HPI", table_adaptive_hpi),
+    ("Table 7 · Adaptive HPF: performance", table_adaptive_scores),
+)
+
+
+def markdown(reports: list[CellReport], sources: list[Path]) -> str:
+    out = io.StringIO()
+    out.write("# HPT report\n\n")
+    out.write("Runs: " + ", ".join(f"`{s}`" for s in sources) + "\n\n")
+    out.write(
+        f"Brackets are 95% percentile-bootstrap intervals over samples "
+        f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}). Samples that ended in an "
+        f"error are not scored.\n"
+    )
+    for title, make in SECTIONS:
+        body = make(reports)
+        if body:
+            out.write(f"\n## {title}\n\n{body}\n")
+    out.write(f"\n## Resolved per level\n\n{table_levels(reports)}\n")
+    out.write(f"\n## Calls, tokens and cost\n\n{table_usage(reports)}\n")
+    return out.getvalue()
+
+
+CSV_COLUMNS = (
+    "dataset", "threshold", "model", "mode", "samples", "scored", "errors", "hpi", "hpi_low",
+    "hpi_high", "accuracy", "accuracy_low", "accuracy_high", "level1_accuracy", "pass_at_1",
+    "text_metric", "text_score", "unresolved", "level_counts", "calls", "cached_calls",
+    "prompt_tokens", "completion_tokens", "cost_usd", "hallucination_rate", "source",
+)  # fmt: skip
+
+
+def csv_rows(reports: list[CellReport]) -> Iterator[dict[str, object]]:
+    for r in reports:
+        s = r.summary
+        yield {
+            "dataset": s.dataset, "threshold": s.threshold, "model": s.model, "mode": s.mode,
+            "samples": s.samples, "scored": s.n, "errors": s.errors, "hpi": s.hpi,
+            "hpi_low": r.hpi_ci[0] if r.hpi_ci else None,
+            "hpi_high": r.hpi_ci[1] if r.hpi_ci else None,
+            "accuracy": s.accuracy,
+            "accuracy_low": r.accuracy_ci[0] if r.accuracy_ci else None,
+            "accuracy_high": r.accuracy_ci[1] if r.accuracy_ci else None,
+            "level1_accuracy": s.level1_accuracy, "pass_at_1": r.pass_at_1,
+            "text_metric": s.text_metric, "text_score": s.text_score, "unresolved": s.unresolved,
+            "level_counts": " ".join(f"{k}:{v}" for k, v in s.level_counts.items()),
+            "calls": s.calls, "cached_calls": s.cached_calls, "prompt_tokens": s.prompt_tokens,
+            "completion_tokens": s.completion_tokens, "cost_usd": r.cost_usd,
+            "hallucination_rate": s.hallucination_rate, "source": r.source,
+        }  # fmt: skip
+
+
+def write_csv(reports: list[CellReport], path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        for row in csv_rows(reports):
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})

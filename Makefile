@@ -8,7 +8,7 @@ export HPT_DATA_DIR ?= $(DATA_DIR)
 # llama-cpp-python compiles from source (~10 min on 2 cores); pip caches the built wheel.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,17 @@ install: $(VENV)/.installed-local
 run: $(VENV)/.installed-local
 	$(BIN)/hpt run --dataset boolq --limit 10 $(ARGS)
 
+## The trace viewer's tests drive Debian's Chromium headless; install it when missing (root).
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's chromium for the viewer's browser tests"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; \
+	  else echo "make test needs Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
+
 ## The whole test suite, the end-to-end run on the embedded model included.
-test: $(VENV)/.installed-dev
+test: $(VENV)/.installed-dev browser
 	$(BIN)/pytest -q $(ARGS)
 
 lint: $(VENV)/.installed-dev

@@ -221,6 +221,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("--no-plots", action="store_true", help="tables only")
 
+    view = sub.add_parser(
+        "view", help="a self-contained HTML trace viewer of run directories (works offline)"
+    )
+    view.add_argument("run_dirs", nargs="+", type=Path, metavar="DIR")
+    view.add_argument("--out", type=Path, help="HTML file (default DIR/view.html)")
+    view.add_argument(
+        "--serve", action="store_true", help="serve it on localhost instead of opening the file"
+    )
+    view.add_argument("--port", type=int, default=0, help="with --serve (default: any free port)")
+    view.add_argument("--no-open", action="store_true", help="write the file, open nothing")
+
     summ = sub.add_parser("summarize", help="recompute a run's metrics from its records")
     summ.add_argument("run_dir", type=Path)
 
@@ -465,6 +476,32 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _view(args: argparse.Namespace, console: Console) -> int:
+    import webbrowser
+
+    from hpt.orchestrator import viewer
+
+    for directory in args.run_dirs:
+        if not (directory / SAMPLES).is_file():
+            raise RunDirError(f"{directory} is not a run directory (no {SAMPLES})")
+    out = args.out or args.run_dirs[0] / "view.html"
+    try:
+        n = viewer.write_view(args.run_dirs, out)
+    except OSError as exc:
+        raise RunDirError(f"cannot write {out}: {exc.strerror}") from None
+    console.print(f"wrote {out} ({n} samples, {out.stat().st_size / 1e6:.1f} MB)", highlight=False)
+    if args.serve:
+        try:
+            viewer.serve(out, args.port)
+        except OSError as exc:
+            raise RunDirError(f"cannot serve on port {args.port}: {exc.strerror}") from None
+        except KeyboardInterrupt:
+            return 0
+    elif not args.no_open and not webbrowser.open(out.resolve().as_uri()):
+        console.print("no browser to open it here; open the file in one", highlight=False)
+    return 0
+
+
 def _import_plugin(module: str) -> None:
     try:
         importlib.import_module(module)
@@ -487,6 +524,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "graph":
             print(mermaid(args.strategies, adaptive=args.mode == "adaptive"))
             return 0
+        if args.command == "view":
+            return _view(args, console)
         if args.command == "report":
             return _report(args, console)
         if args.command == "summarize":

@@ -39,11 +39,14 @@ class SampleRecord(BaseModel):
 
     @property
     def prompt_tokens(self) -> int:
-        return sum(a.prompt_tokens for a in self.attempts)
+        """Every call's, the prompt-selector's included."""
+        selector = sum(s.call.usage.prompt_tokens for s in self.selections if s.call)
+        return sum(a.prompt_tokens for a in self.attempts) + selector
 
     @property
     def completion_tokens(self) -> int:
-        return sum(a.completion_tokens for a in self.attempts)
+        selector = sum(s.call.usage.completion_tokens for s in self.selections if s.call)
+        return sum(a.completion_tokens for a in self.attempts) + selector
 
     @property
     def calls(self) -> int:
@@ -53,4 +56,5 @@ class SampleRecord(BaseModel):
 
     @property
     def cached_calls(self) -> int:
-        return sum(c.cached for a in self.attempts for c in a.calls)
+        selector = sum(s.call.cached for s in self.selections if s.call)
+        return sum(c.cached for a in self.attempts for c in a.calls) + selector

@@ -1,0 +1,113 @@
+"""``hpt view``: one self-contained HTML file of a run's traces, readable offline.
+
+The page holds a compact index of every sample (for the table and its filters) and the full
+records in gzip'd chunks that the browser decodes only when a sample is opened. The file is
+written as the records stream past, so memory holds the index, not the run."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import http.server
+import json
+import threading
+from collections.abc import Iterable, Iterator
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any, TextIO
+
+from hpt.orchestrator.records import SampleRecord
+from hpt.orchestrator.spec import Cell
+from hpt.orchestrator.store import read_records
+
+CHUNK = 200  # records per compressed block: small enough to open a sample at once
+
+
+def _asset(name: str) -> str:
+    return resources.files("hpt.orchestrator").joinpath("viewer_assets", name).read_text("utf-8")
+
+
+def _script_json(value: Any) -> str:
+    # Inside <script>, "</" would end the element; JSON allows "\/" and "\u003c".
+    return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
+
+
+def _records(run_dirs: Iterable[Path]) -> Iterator[SampleRecord]:
+    for directory in run_dirs:
+        yield from read_records(directory)
+
+
+def write_view(run_dirs: list[Path], out: Path, title: str | None = None) -> int:
+    """Write the viewer for ``run_dirs`` to ``out``; return the number of samples."""
+    cells: dict[Cell, int] = {}
+    cell_info: list[dict[str, Any]] = []
+    rows: list[list[Any]] = []
+    pending: list[str] = []
+    name = title or " + ".join(d.name for d in run_dirs)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        page = Template(_asset("view.html")).safe_substitute(
+            title=_escape(name), css=_asset("view.css")
+        )
+        fh.write(page)
+        for record in _records(run_dirs):
+            cell = Cell(record.dataset, record.model, record.mode, record.threshold)
+            if cell not in cells:
+                cells[cell] = len(cell_info)
+                cell_info.append(
+                    {"dataset": cell.dataset, "model": cell.model, "mode": cell.mode,
+                     "threshold": cell.threshold, "m": record.m}
+                )  # fmt: skip
+            rows.append(
+                [len(rows), cells[cell], record.sample_id, record.draw, record.resolved_level,
+                 int(record.error is not None), record.hpi_score, record.calls,
+                 record.prompt_tokens + record.completion_tokens]
+            )  # fmt: skip
+            pending.append(record.model_dump_json())
+            if len(pending) == CHUNK:
+                _write_chunk(fh, (len(rows) - 1) // CHUNK, pending)
+                pending = []
+        if pending:
+            _write_chunk(fh, (len(rows) - 1) // CHUNK, pending)
+        index = {"cells": cell_info, "rows": rows, "chunk": CHUNK}
+        fh.write(f'<script type="application/json" id="hpt-index">{_script_json(index)}</script>\n')
+        fh.write(f"<script>\n{_asset('view.js')}</script>\n</body>\n</html>\n")
+    tmp.replace(out)
+    return len(rows)
+
+
+def _write_chunk(fh: TextIO, n: int, lines: list[str]) -> None:
+    payload = gzip.compress(("[" + ",".join(lines) + "]").encode("utf-8"), compresslevel=6)
+    encoded = base64.b64encode(payload).decode("ascii")
+    fh.write(f'<script type="application/gzip-base64" id="hpt-chunk-{n}">{encoded}</script>\n')
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def serve(path: Path, port: int = 0, ready: threading.Event | None = None) -> None:
+    """Serve ``path`` at http://127.0.0.1:PORT/ until interrupted."""
+    body = path.read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path not in ("/", "/index.html", "/" + path.name):
+                self.send_error(404, "the viewer is at /")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # one line per request would bury the URL
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler) as server:
+        print(f"serving {path} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)",
+              flush=True)  # fmt: skip
+        if ready is not None:
+            ready.set()
+        server.serve_forever()

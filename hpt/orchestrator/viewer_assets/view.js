@@ -1,0 +1,212 @@
+"use strict";
+// The trace viewer: a filterable table of samples and, for one sample, its climb up the
+// ladder. Records arrive as gzip'd, base64'd chunks embedded in the page and are decoded only
+// when a sample from that chunk is opened, so a 10,000-sample run opens at once.
+(() => {
+  const data = JSON.parse(document.getElementById("hpt-index").textContent);
+  const { cells, rows, chunk } = data;
+  const PAGE = 100;
+  const $ = (id) => document.getElementById(id);
+  const el = (tag, attrs = {}, ...kids) => {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (k === "class") node.className = v; else node.setAttribute(k, v);
+    }
+    for (const kid of kids) node.append(kid instanceof Node ? kid : String(kid ?? ""));
+    return node;
+  };
+  const SVG = "http://www.w3.org/2000/svg";
+  const svgEl = (tag, attrs = {}, text) => {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  };
+  const cellName = (c) => c.dataset + (c.threshold == null ? "" : " @" + c.threshold);
+
+  // ---- filters
+  const distinct = (f) => [...new Set(cells.map(f))];
+  const fill = (select, values) => {
+    for (const v of values) select.append(el("option", { value: v }, v));
+  };
+  fill($("f-model"), distinct((c) => c.model));
+  fill($("f-dataset"), distinct(cellName));
+  fill($("f-mode"), distinct((c) => c.mode));
+  const maxM = Math.max(...cells.map((c) => c.m));
+  for (let k = 1; k <= maxM; k++) $("f-level").append(el("option", { value: String(k) }, "L" + k));
+  $("f-level").append(el("option", { value: "none" }, "unresolved"), el("option", { value: "error" }, "error"));
+
+  let shown = rows;
+  let page = 0;
+  let selected = -1;
+
+  function applyFilters() {
+    const model = $("f-model").value, dataset = $("f-dataset").value, mode = $("f-mode").value;
+    const level = $("f-level").value, errors = $("f-error").value;
+    const text = $("f-text").value.trim().toLowerCase();
+    shown = rows.filter((r) => {
+      const c = cells[r[1]];
+      if (model && c.model !== model) return false;
+      if (dataset && cellName(c) !== dataset) return false;
+      if (mode && c.mode !== mode) return false;
+      if (errors === "yes" && !r[5]) return false;
+      if (errors === "no" && r[5]) return false;
+      if (level === "error" && !r[5]) return false;
+      if (level === "none" && (r[4] !== null || r[5])) return false;
+      if (level && level !== "none" && level !== "error" && r[4] !== Number(level)) return false;
+      if (text && !r[2].toLowerCase().includes(text)) return false;
+      return true;
+    });
+    page = 0;
+    render();
+  }
+  for (const id of ["f-model", "f-dataset", "f-mode", "f-level", "f-error"]) $(id).addEventListener("change", applyFilters);
+  $("f-text").addEventListener("input", applyFilters);
+
+  function levelCell(r) {
+    if (r[5]) return el("td", { class: "lv-error" }, "error");
+    if (r[4] === null) return el("td", { class: "lv-none" }, "unresolved");
+    return el("td", { class: "lv-ok" }, "L" + r[4]);
+  }
+
+  function render() {
+    const pages = Math.max(1, Math.ceil(shown.length / PAGE));
+    page = Math.min(page, pages - 1);
+    const body = el("tbody");
+    for (const r of shown.slice(page * PAGE, (page + 1) * PAGE)) {
+      const c = cells[r[1]];
+      const tr = el("tr", { "data-row": String(r[0]) },
+        el("td", {}, r[2] + (r[3] ? " #" + r[3] : "")), el("td", {}, cellName(c)), el("td", {}, c.model),
+        el("td", {}, c.mode), levelCell(r), el("td", { class: "num" }, r[6] == null ? "-" : r[6].toFixed(2)),
+        el("td", { class: "num" }, r[7]), el("td", { class: "num" }, r[8]));
+      if (r[0] === selected) tr.classList.add("selected");
+      tr.addEventListener("click", () => open(r[0]));
+      body.append(tr);
+    }
+    $("rows").replaceWith(body);
+    body.id = "rows";
+    $("count").textContent = `${shown.length.toLocaleString("en")} of ${rows.length.toLocaleString("en")} samples · page ${page + 1} of ${pages}`;
+    $("prev").disabled = page === 0;
+    $("next").disabled = page >= pages - 1;
+  }
+  $("prev").addEventListener("click", () => { page--; render(); });
+  $("next").addEventListener("click", () => { page++; render(); });
+
+  // ---- records, decoded per chunk on demand
+  const decoded = new Map();
+  async function chunkOf(n) {
+    if (!decoded.has(n)) {
+      decoded.set(n, (async () => {
+        const b64 = document.getElementById("hpt-chunk-" + n).textContent.trim();
+        const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+        const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+        return JSON.parse(await new Response(stream).text());
+      })());
+    }
+    return decoded.get(n);
+  }
+
+  async function open(i) {
+    selected = i;
+    for (const tr of document.querySelectorAll("#rows tr")) tr.classList.toggle("selected", Number(tr.dataset.row) === i);
+    const records = await chunkOf(Math.floor(i / chunk));
+    if (selected !== i) return;  // another row was clicked meanwhile
+    showRecord(records[i % chunk]);
+  }
+
+  // ---- the ladder, drawn with the path this sample took
+  function ladder(rec) {
+    const names = rec.strategies;
+    const byLevel = new Map(rec.attempts.map((a) => [a.level, a]));
+    const adaptive = rec.mode === "adaptive";
+    const W = 210, H = 30, GAP = 20, X = adaptive ? 190 : 20;
+    const height = (names.length + 1) * (H + GAP) + 10;
+    const svg = svgEl("svg", { class: "ladder", width: X + W + 150, height, "data-testid": "ladder" });
+    const node = (y, text, state, key) => {
+      const g = svgEl("g", { class: "node " + state, "data-node": key, transform: `translate(${X},${y})` });
+      g.append(svgEl("rect", { width: W, height: H, rx: 5 }), svgEl("text", { x: 10, y: 19 }, text));
+      svg.append(g);
+    };
+    const edge = (x1, y1, x2, y2, taken, label) => {
+      svg.append(svgEl("path", { class: "edge" + (taken ? " taken" : ""), d: `M${x1},${y1} L${x2},${y2}` }));
+      if (label) svg.append(svgEl("text", { class: "label", x: x2 + 6, y: (y1 + y2) / 2 + 4 }, label));
+    };
+    names.forEach((name, k) => {
+      const level = k + 1, a = byLevel.get(level), y = 5 + k * (H + GAP);
+      const state = a ? (a.resolved ? "resolved" : "failed") : "idle";
+      if (!adaptive && k > 0) edge(X + W / 2, y - GAP, X + W / 2, y, !!a, "fail");
+      node(y, `L${level} ${name}`, state, "L" + level);
+    });
+    const endY = 5 + names.length * (H + GAP);
+    const resolved = rec.resolved_level != null;
+    if (!adaptive) edge(X + W / 2, endY - GAP, X + W / 2, endY, !resolved && rec.attempts.length === names.length && !rec.error, "fail");
+    node(endY, rec.error ? "error" : resolved ? `resolved at L${rec.resolved_level}` : "unresolved",
+      "end " + (rec.error ? "failed" : resolved ? "resolved" : "failed"), "end");
+    if (adaptive) {
+      const sy = endY / 2 - H / 2;
+      const g = svgEl("g", { class: "node selector", "data-node": "selector", transform: `translate(10,${sy})` });
+      g.append(svgEl("rect", { width: 130, height: H, rx: 5 }), svgEl("text", { x: 10, y: 19 }, "prompt-selector"));
+      svg.append(g);
+      rec.selections.forEach((s, t) => {
+        if (s.level == null) return;
+        const y = 5 + (s.level - 1) * (H + GAP) + H / 2;
+        edge(140, sy + H / 2, X, y, true);
+        svg.append(svgEl("text", { class: "label", x: 146 + t * 12, y: (sy + H / 2 + y) / 2 }, String(s.iteration)));
+      });
+      const bad = rec.selections.filter((s) => s.level == null && !s.error).length;
+      if (bad) svg.append(svgEl("text", { class: "label", x: 10, y: sy + H + 16 }, `${bad} hallucinated turn${bad > 1 ? "s" : ""}`));
+    }
+    return svg;
+  }
+
+  function facts(pairs) {
+    const dl = el("dl", { class: "facts" });
+    for (const [k, v] of pairs) if (v !== null && v !== undefined && v !== "") dl.append(el("dt", {}, k), el("dd", {}, v));
+    return dl;
+  }
+
+  function callView(call) {
+    const box = el("div", { class: "call" });
+    box.append(el("h4", {}, `${call.purpose} · ${call.model} · ${call.usage.prompt_tokens}+${call.usage.completion_tokens} tokens · ${call.latency_s.toFixed(2)} s${call.cached ? " · cached" : ""}`));
+    for (const m of call.messages) box.append(el("div", { class: "role" }, m.role), el("pre", { class: "prompt" }, m.content));
+    box.append(el("div", { class: "role" }, "response"), el("pre", { class: "response" }, call.completion));
+    return box;
+  }
+
+  function showRecord(rec) {
+    const d = $("detail");
+    d.replaceChildren();
+    const where = rec.dataset + (rec.threshold == null ? "" : " @" + rec.threshold);
+    d.append(el("h2", { "data-testid": "title" }, `${rec.sample_id}${rec.draw ? " #" + rec.draw : ""} · ${where} · ${rec.model} · ${rec.mode}`));
+    d.append(facts([
+      ["resolved", rec.error ? "error" : rec.resolved_level == null ? "unresolved" : "level " + rec.resolved_level],
+      ["HPI score", rec.hpi_score == null ? "-" : rec.hpi_score.toFixed(2)],
+      ["target", rec.target], ["error", rec.error], ["selector iteration", rec.iteration],
+      ["wall time", rec.wall_s.toFixed(2) + " s"],
+    ]));
+    d.append(ladder(rec));
+    if (rec.selections.length) {
+      const list = el("ol", { class: "selections" });
+      for (const s of rec.selections) {
+        list.append(el("li", {}, `iteration ${s.iteration}: ${s.level == null ? (s.error ? "error: " + s.error : "hallucinated") : "level " + s.level} — `, el("code", {}, s.answer)));
+      }
+      d.append(el("h3", {}, "Prompt-selector turns"), list);
+    }
+    for (const a of rec.attempts) {
+      const box = el("section", { class: "attempt " + (a.resolved ? "resolved" : "failed"), "data-level": String(a.level) });
+      box.append(el("h3", {}, `L${a.level} ${a.strategy}${a.iteration ? " (iteration " + a.iteration + ")" : ""} — ${a.resolved ? "resolved" : "not resolved"}`));
+      const body = el("div", { class: "body" });
+      body.append(facts([
+        ["parsed answer", a.parsed == null ? "(none: unparseable)" : a.parsed],
+        ["check", a.detail], ["score", a.score == null ? null : a.score.toFixed(3)], ["error", a.error],
+        ...Object.entries(a.notes || {}),
+      ]));
+      for (const call of a.calls) body.append(callView(call));
+      box.append(body);
+      d.append(box);
+    }
+  }
+
+  render();
+  document.body.dataset.ready = "1";
+})();

@@ -46,10 +46,16 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check hpt tests bench
 	$(BIN)/mypy hpt
 
-bench: $(VENV)/.installed-dev
+$(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-dev
+	$(BIN)/pip install --quiet -e '.[local,dev,bench]'
+	touch $@
+
+bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/backends.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/vs_inspect.py
+	$(BIN)/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

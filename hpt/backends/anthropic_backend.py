@@ -17,7 +17,7 @@ from anthropic import AsyncAnthropic
 
 from hpt.backends.base import Completion, GenerationParams, Message, Usage
 from hpt.backends.errors import BackendError, FatalBackendError, TransientError
-from hpt.backends.openai_backend import short
+from hpt.backends.openai_protocol import short
 from hpt.backends.ratelimit_headers import wait_from_headers
 from hpt.backends.secrets import remember_secret
 

@@ -17,7 +17,7 @@ from pydantic_core import to_json
 
 from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import FatalBackendError, TransientError
-from hpt.backends.openai_backend import (
+from hpt.backends.openai_protocol import (
     chat_body,
     classify_status,
     parse_chat_completion,

@@ -148,8 +148,7 @@ def _transport(config: ModelConfig, base_url: str | None) -> Transport:
     endpoint = base_url or (config.endpoints[0] if config.endpoints else None)
     assert config.model is not None or config.provider == "tgi"
     if config.provider in ("openai", "local"):
-        from hpt.backends.openai_backend import OpenAITransport, is_openai_host
-        from hpt.backends.openai_lean import LeanOpenAITransport
+        from hpt.backends.openai_protocol import is_openai_host
 
         local = config.provider == "local"
         url = endpoint or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_URL
@@ -169,7 +168,11 @@ def _transport(config: ModelConfig, base_url: str | None) -> Transport:
             "provider": config.provider,
         }
         if lean:
+            from hpt.backends.openai_lean import LeanOpenAITransport
+
             return LeanOpenAITransport(config.model or "", base_url=url, **options)
+        from hpt.backends.openai_backend import OpenAITransport
+
         return OpenAITransport(config.model or "", base_url=url, **options)
     if config.provider == "anthropic":
         from hpt.backends.anthropic_backend import AnthropicTransport

@@ -1,0 +1,102 @@
+"""The OpenAI chat-completions wire format, shared by the SDK client and the lean aiohttp
+client. Imports no SDK: importing ``openai`` alone costs most of a second."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlparse
+
+from hpt.backends.base import Completion, GenerationParams, Message, Usage
+from hpt.backends.errors import BackendError, FatalBackendError, TransientError
+from hpt.backends.ratelimit_headers import wait_from_headers
+from hpt.backends.secrets import redact
+
+
+def is_openai_host(base_url: str) -> bool:
+    return (urlparse(base_url).hostname or "").endswith("openai.com")
+
+
+def classify_status(code: int, detail: str, headers: Any, endpoint: str, model: str) -> Exception:
+    """What an HTTP error from an OpenAI-compatible server means for the caller."""
+    detail = f"HTTP {code}: {detail}"
+    if code in (401, 403):
+        return FatalBackendError(
+            f"{endpoint} refused our credentials ({code}); check OPENAI_API_KEY"
+        )
+    if code == 404:
+        return FatalBackendError(
+            f"model {model!r} or its endpoint was not found at {endpoint} (404); "
+            "check the model name and base URL"
+        )
+    if code in (429, 503, 529):
+        return TransientError(detail, retry_after_s=wait_from_headers(headers), overloaded=True)
+    if code in (408, 409) or code >= 500:
+        return TransientError(detail, retry_after_s=wait_from_headers(headers))
+    return BackendError(detail)  # 400/422: this request is wrong, retrying won't help
+
+
+def resolve_penalty_field(setting: str | None, base_url: str) -> str | None:
+    """Which request field carries a multiplicative repetition penalty on this server.
+
+    "auto": api.openai.com has none (and rejects unknown fields); vLLM and most compatible
+    servers take ``repetition_penalty`` in the body. Anything else is taken as given.
+    """
+    if setting != "auto":
+        return setting
+    return None if is_openai_host(base_url) else "repetition_penalty"
+
+
+def chat_body(
+    model: str, messages: list[Message], params: GenerationParams, penalty_field: str | None
+) -> dict[str, Any]:
+    """A chat-completions request body."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_tokens,
+    }
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if params.stop:
+        body["stop"] = params.stop
+    if params.logprobs:
+        body["logprobs"] = True
+    if penalty_field and params.repetition_penalty is not None:
+        body[penalty_field] = params.repetition_penalty
+    return body
+
+
+def short(exc: BaseException | str, limit: int = 300) -> str:
+    text = redact(str(exc).strip()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_chat_completion(raw: bytes) -> Completion:
+    """Read an OpenAI-shaped chat completion; a body of another shape is a transient fault."""
+    try:
+        data = json.loads(raw)
+        choice = data["choices"][0]
+        message = choice["message"]
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            raise TypeError("content is not a string")
+        logprobs = None
+        lp = choice.get("logprobs")
+        if isinstance(lp, dict) and lp.get("content"):
+            logprobs = [float(t["logprob"]) for t in lp["content"]]
+        usage = data.get("usage") or {}
+        return Completion(
+            text=text,
+            finish_reason=choice.get("finish_reason"),
+            usage=Usage(
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+            ),
+            logprobs=logprobs,
+        )
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        head = raw[:120].decode("utf-8", "replace")
+        raise TransientError(f"malformed chat completion ({exc!r}): {head!r}") from exc

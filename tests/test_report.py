@@ -50,6 +50,11 @@ def test_tables_match_hand_computed_numbers(tmp_path: Path) -> None:
 def test_bootstrap_intervals() -> None:
     # All the same: no spread at all.
     assert bootstrap_ci(Counter({3.0: 50})) == (3.0, 3.0)
+    assert bootstrap_ci(Counter({5 + 1.71: 50_000})) == (6.71, 6.71)
+    # The interval always holds the mean, however the floating-point sums round.
+    low, high = bootstrap_ci(Counter({6.71: 49_999, 1.0: 1}))
+    mean = (6.71 * 49_999 + 1.0) / 50_000
+    assert low <= mean <= high
     assert bootstrap_ci(Counter()) is None
     # 200 of 400 resolved: the normal approximation gives 0.5 +- 1.96 * 0.025.
     low, high = bootstrap_ci(Counter({1.0: 200, 0.0: 200}))
@@ -106,6 +111,14 @@ def test_cli_writes_markdown_csv_and_plots_with_costs(tmp_path: Path) -> None:
     for stem in ("hpi", "levels"):
         assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         ElementTree.parse(out / f"{stem}.svg")  # well-formed SVG
+
+
+def test_plots_of_cells_without_spread(tmp_path: Path) -> None:
+    recs = [make_record(f"u{i}", level=None, penalty=1.68) for i in range(30)]
+    run = write_run(tmp_path / "flat", recs)
+    result = hpt("report", str(run))
+    assert result.returncode == 0, result.stderr
+    assert (run / "report" / "hpi.svg").exists()
 
 
 def test_report_errors_are_one_clear_line(tmp_path: Path) -> None:

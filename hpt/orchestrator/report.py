@@ -66,12 +66,17 @@ def bootstrap_ci(
     n = sum(counts.values())
     if n == 0:
         return None
+    if len(counts) == 1:  # no spread; and the float sum below need not return v exactly
+        value = float(next(iter(counts)))
+        return value, value
     values = np.array(list(counts), dtype=float)
     probs = np.array(list(counts.values()), dtype=float) / n
     draws = np.random.default_rng(seed).multinomial(n, probs, size=resamples)
     means = draws @ values / n
     low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
+    # The mean itself always lies inside; rounding must not push it out.
+    mean = float(values @ probs)
+    return min(float(low), mean), max(float(high), mean)
 
 
 class CellReport(BaseModel):

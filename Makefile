@@ -56,6 +56,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/vs_inspect.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/viewer.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -63,12 +63,14 @@ def make_data(src: Path, dst: Path, n: int) -> None:
 
 
 def peak_of(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of a command in a child process."""
+    """Wall seconds and peak RSS (MB) of an hpt command in a child process. The peak is the
+    child's VmHWM: ru_maxrss would carry over this (forked) process's own peak."""
     code = (
-        "import resource, sys, time; from hpt.orchestrator.cli import main; "
-        "t = time.perf_counter();"
-        " rc = main(sys.argv[1:]); print('@@', time.perf_counter() - t,"
-        " resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024); sys.exit(rc)"
+        "import sys, time; from pathlib import Path; from hpt.orchestrator.cli import main; "
+        "t = time.perf_counter(); rc = main(sys.argv[1:]); "
+        "hwm = [l for l in Path('/proc/self/status').read_text().splitlines() "
+        "if l.startswith('VmHWM:')][0].split()[1]; "
+        "print('@@', time.perf_counter() - t, int(hwm) / 1024); sys.exit(rc)"
     )
     done = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True)
     if done.returncode != 0:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing as mp
 import os
 import sys
 import tempfile
@@ -107,18 +106,8 @@ async def drive(provider: str, port: int, calls: int, warmup: int) -> dict[str, 
 
 
 def measure(provider: str, delay: float, fault_rate: float, calls: int) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    port_q: Any = ctx.Queue()
-    stop = ctx.Event()
-    proc = ctx.Process(target=lean_server.run, args=(delay, fault_rate, port_q, stop), daemon=True)
-    proc.start()
-    try:
-        port = port_q.get(timeout=30)
-        result = asyncio.run(drive(provider, port, calls, warmup=2 * CONCURRENCY))
-    finally:
-        stop.set()
-        proc.join(timeout=10)
-    return result
+    with lean_server.running(delay, fault_rate) as port:
+        return asyncio.run(drive(provider, port, calls, warmup=2 * CONCURRENCY))
 
 
 def main() -> None:

@@ -9,8 +9,11 @@ requests (chosen by a seeded RNG) with 429 "overloaded" or 500, half each.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import multiprocessing as mp
 import random
+from collections.abc import Iterator
 from multiprocessing.queues import Queue
 from typing import Any
 
@@ -130,3 +133,18 @@ async def serve(delay: float, fault_rate: float, port_out: Queue, stop: Any) -> 
 
 def run(delay: float, fault_rate: float, port_out: Queue, stop: Any) -> None:  # type: ignore[type-arg]
     asyncio.run(serve(delay, fault_rate, port_out, stop))
+
+
+@contextlib.contextmanager
+def running(delay: float = 0.0, fault_rate: float = 0.0) -> Iterator[int]:
+    """The server in its own process (so the client has a core to itself); yields its port."""
+    ctx = mp.get_context("spawn")
+    port_q: Any = ctx.Queue()
+    stop = ctx.Event()
+    proc = ctx.Process(target=run, args=(delay, fault_rate, port_q, stop), daemon=True)
+    proc.start()
+    try:
+        yield port_q.get(timeout=30)
+    finally:
+        stop.set()
+        proc.join(timeout=10)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing as mp
 import os
 import resource
 import shutil
@@ -88,13 +87,7 @@ def main() -> None:
         "--data-dir", default=os.environ.get("HPT_DATA_DIR", str(REPO.parent / "shared" / "data"))
     )
     args = ap.parse_args()
-    ctx = mp.get_context("spawn")
-    port_q = ctx.Queue()
-    stop = ctx.Event()
-    server = ctx.Process(target=lean_server.run, args=(0.0, 0.0, port_q, stop), daemon=True)
-    server.start()
-    port = port_q.get(timeout=30)
-    with tempfile.TemporaryDirectory() as tmp:
+    with lean_server.running() as port, tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         make_data(Path(args.data_dir), data, args.samples)
         os.environ.update(OPENAI_API_KEY="bench-key", HPT_CACHE_DIR=f"{tmp}/cache")
@@ -122,8 +115,6 @@ def main() -> None:
         v_wall, v_peak = peak_of(["view", str(out), "--no-open", "--out", f"{tmp}/view.html"])
         v_size = Path(f"{tmp}/view.html").stat().st_size
         print(f"hpt view: {v_wall:.1f} s, peak RSS {v_peak:.0f} MB, page {v_size / 1e6:.0f} MB")
-    stop.set()
-    server.join(timeout=10)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import subprocess
 import sys
@@ -93,23 +92,15 @@ def main() -> None:
         "--data-dir", default=os.environ.get("HPT_DATA_DIR", str(REPO.parent / "shared" / "data"))
     )
     args = ap.parse_args()
-    ctx = mp.get_context("spawn")
-    port_q = ctx.Queue()
-    stop = ctx.Event()
-    server = ctx.Process(target=lean_server.run, args=(0.0, 0.0, port_q, stop), daemon=True)
-    server.start()
-    port = port_q.get(timeout=30)
-    base_url = f"http://127.0.0.1:{port}/v1"
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with lean_server.running() as port, tempfile.TemporaryDirectory() as tmp:
+        base_url = f"http://127.0.0.1:{port}/v1"
         env = {**os.environ, "OPENAI_API_KEY": "bench-key", "HPT_CACHE_DIR": f"{tmp}/cache"}
         env.pop("OPENAI_BASE_URL", None)
         common = [base_url, args.data_dir]
         tail = [str(args.samples), str(args.concurrency)]
         results["hpt"] = side(HPT_SIDE, [*common, f"{tmp}/hpt-run", *tail], env)
         results["inspect-ai"] = side(INSPECT_SIDE, [*common, f"{tmp}/inspect-logs", *tail], env)
-    stop.set()
-    server.join(timeout=10)
     print(f"{args.samples} GSM8K samples x 3 calls, {args.concurrency} in flight, instant server")
     header = ("tool", "wall s", "samples/s", "calls/s", "traces MB", "peak RSS MB")
     print(f"{header[0]:<12}" + "".join(f"{h:>12}" for h in header[1:]))

@@ -2,7 +2,7 @@
 
 from hpt.orchestrator.api import evaluate, resume
 from hpt.orchestrator.metrics import Summary, Tally, hpi_score, summarize, summarize_cells
-from hpt.orchestrator.records import SampleRecord
+from hpt.orchestrator.records import Cell, SampleRecord
 from hpt.orchestrator.runner import (
     RunObserver,
     RunResult,
@@ -10,7 +10,7 @@ from hpt.orchestrator.runner import (
     SilentObserver,
     run_evaluation,
 )
-from hpt.orchestrator.spec import Cell, RunSpec
+from hpt.orchestrator.spec import RunSpec
 from hpt.orchestrator.store import read_records
 
 __all__ = [

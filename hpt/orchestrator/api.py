@@ -27,9 +27,10 @@ async def evaluate(
     named = settings.pop("model_configs", {})
     spec = RunSpec.model_validate(
         {
-            "dataset": _listed(datasets),
-            "model": _listed(models),
-            "mode": _listed(mode),
+            # RunSpec takes one value or several for each.
+            "dataset": datasets,
+            "model": models,
+            "mode": mode,
             "out": out,
             "models": named,
             **settings,
@@ -44,7 +45,3 @@ async def resume(
     """Continue an interrupted run from its directory, without repeating finished samples."""
     spec = load_saved_spec(Path(out)).run_spec().model_copy(update={"out": Path(out)})
     return await run_evaluation(spec, observer, resume=True, retry_errors=retry_errors)
-
-
-def _listed(value: str | Sequence[str]) -> list[str]:
-    return [value] if isinstance(value, str) else list(value)

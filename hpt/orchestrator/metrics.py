@@ -8,7 +8,7 @@ from math import comb
 from pydantic import BaseModel
 
 from hpt.graphs.adaptive import adaptive_score
-from hpt.orchestrator.records import SampleRecord
+from hpt.orchestrator.records import Cell, SampleRecord
 from hpt.tasks import TASKS
 from hpt.tasks.generation import GenerationTask
 
@@ -101,6 +101,18 @@ class Tally:
         self.finals: list[tuple[str, str, float | None]] = []
         # sample id -> [scored climbs, resolved at level 1, resolved at any level]
         self.draws: dict[str, list[int]] = {}
+
+    @classmethod
+    def of(cls, record: SampleRecord) -> Tally:
+        """An empty tally for the cell ``record`` belongs to."""
+        return cls(
+            dataset=record.dataset,
+            model=record.model,
+            mode=record.mode,
+            m=record.m,
+            penalty=record.penalty,
+            threshold=record.threshold,
+        )
 
     def add(self, record: SampleRecord) -> None:
         self.samples += 1
@@ -213,18 +225,10 @@ def summarize(
 def summarize_cells(records: Iterable[SampleRecord]) -> list[Summary]:
     """One summary per cell (dataset, model, mode, threshold), in order of first record;
     reads the records once, as a stream."""
-    tallies: dict[tuple[str, str, str, float | None], Tally] = {}
+    tallies: dict[Cell, Tally] = {}
     for record in records:
-        key = (record.dataset, record.model, record.mode, record.threshold)
-        tally = tallies.get(key)
+        tally = tallies.get(record.cell)
         if tally is None:
-            tally = tallies[key] = Tally(
-                dataset=record.dataset,
-                model=record.model,
-                mode=record.mode,
-                m=record.m,
-                penalty=record.penalty,
-                threshold=record.threshold,
-            )
+            tally = tallies[record.cell] = Tally.of(record)
         tally.add(record)
     return [t.summary() for t in tallies.values()]

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, Field
 
 from hpt.graphs import Attempt
 from hpt.graphs.adaptive import Selection
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One dataset x model x mode (x threshold) of a run; records carry the same four values."""
+
+    dataset: str
+    model: str  # the evaluated model's label, as records name it
+    mode: str
+    threshold: float | None = None
+
+    @property
+    def title(self) -> str:
+        at = f" @{self.threshold:g}" if self.threshold is not None else ""
+        return f"{self.dataset}{at} · {self.model} · {self.mode}"
+
+    def key(self, sample_id: str, draw: int) -> tuple[object, ...]:
+        """A record's identity within a run (``SampleRecord.key``)."""
+        return (self.dataset, self.model, self.mode, self.threshold, sample_id, draw)
 
 
 class SampleRecord(BaseModel):
@@ -33,9 +54,13 @@ class SampleRecord(BaseModel):
     wall_s: float = 0.0
 
     @property
-    def key(self) -> tuple[str, str, str, float | None, str, int]:
+    def cell(self) -> Cell:
+        return Cell(self.dataset, self.model, self.mode, self.threshold)
+
+    @property
+    def key(self) -> tuple[object, ...]:
         """What identifies a record within a run: its cell, sample and draw."""
-        return (self.dataset, self.model, self.mode, self.threshold, self.sample_id, self.draw)
+        return self.cell.key(self.sample_id, self.draw)
 
     @property
     def prompt_tokens(self) -> int:

@@ -19,8 +19,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.orchestrator.metrics import Summary, Tally
-from hpt.orchestrator.records import SampleRecord
-from hpt.orchestrator.spec import Cell, ConfigError
+from hpt.orchestrator.records import Cell, SampleRecord
+from hpt.orchestrator.spec import ConfigError
 from hpt.orchestrator.store import RunDirError, read_records
 from hpt.tasks import TASKS
 from hpt.tasks.generation import GenerationTask
@@ -118,16 +118,10 @@ def collect(run_dirs: Iterable[Path], prices: dict[str, Price] | None = None) ->
     for directory in run_dirs:
         seen_here: set[Cell] = set()
         for record in read_records(directory):
-            cell = Cell(record.dataset, record.model, record.mode, record.threshold)
+            cell = record.cell
             acc = cells.get(cell)
             if acc is None:
-                acc = cells[cell] = _Acc(
-                    Tally(
-                        dataset=record.dataset, model=record.model, mode=record.mode,
-                        m=record.m, penalty=record.penalty, threshold=record.threshold,
-                    ),
-                    directory,
-                )  # fmt: skip
+                acc = cells[cell] = _Acc(Tally.of(record), directory)
             elif cell not in seen_here:
                 raise RunDirError(
                     f"{cell.title} is in both {acc.source} and {directory}; report them separately"

@@ -38,8 +38,8 @@ from hpt.graphs.adaptive import (
     build_adaptive,
 )
 from hpt.orchestrator.metrics import Summary, Tally, hpi_score
-from hpt.orchestrator.records import SampleRecord
-from hpt.orchestrator.spec import Cell, RunSpec
+from hpt.orchestrator.records import Cell, SampleRecord
+from hpt.orchestrator.spec import RunSpec
 from hpt.orchestrator.store import (
     SAMPLES,
     SPEC,
@@ -179,7 +179,7 @@ async def run_evaluation(
             (s, draw)
             for draw in range(spec.samples_per_task)
             for s in p.samples
-            if (p.cell.dataset, p.cell.model, p.cell.mode, p.cell.threshold, s.id, draw) not in done
+            if p.cell.key(s.id, draw) not in done
         ]
     total = sum(len(p.samples) for p in plans) * spec.samples_per_task
     complete = False
@@ -302,7 +302,7 @@ def _read_back(
             if not line.endswith("\n"):
                 break  # torn by a crash; reopen() cuts it
             record = parse_record(out, lineno, line)
-            plan = plans.get(Cell(record.dataset, record.model, record.mode, record.threshold))
+            plan = plans.get(record.cell)
             if plan is None:
                 raise RunDirError(
                     f"{samples}:{lineno}: a record of {record.dataset} · {record.model} · "

@@ -5,7 +5,6 @@ a score) is one *cell*, and all cells run in one pass that shares backends and t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,21 +29,6 @@ def _listed(value: Any) -> Any:
 
 def _unique(values: list[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One dataset x model x mode (x threshold) of a run; records carry the same four values."""
-
-    dataset: str
-    model: str  # the evaluated model's label, as records name it
-    mode: str
-    threshold: float | None = None
-
-    @property
-    def title(self) -> str:
-        at = f" @{self.threshold:g}" if self.threshold is not None else ""
-        return f"{self.dataset}{at} · {self.model} · {self.mode}"
 
 
 class RunSpec(BaseModel):

@@ -17,8 +17,7 @@ from pathlib import Path
 from string import Template
 from typing import Any, TextIO
 
-from hpt.orchestrator.records import SampleRecord
-from hpt.orchestrator.spec import Cell
+from hpt.orchestrator.records import Cell, SampleRecord
 from hpt.orchestrator.store import read_records
 
 CHUNK = 200  # records per compressed block: small enough to open a sample at once
@@ -52,7 +51,7 @@ def write_view(run_dirs: list[Path], out: Path, title: str | None = None) -> int
         )
         fh.write(page)
         for record in _records(run_dirs):
-            cell = Cell(record.dataset, record.model, record.mode, record.threshold)
+            cell = record.cell
             if cell not in cells:
                 cells[cell] = len(cell_info)
                 cell_info.append(

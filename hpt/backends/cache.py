@@ -210,6 +210,13 @@ class ResponseCache:
         result: int = await self._run(self._clear)
         return result
 
+    async def __aenter__(self) -> ResponseCache:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
         flusher, self._flusher = self._flusher, None
         if flusher is not None:

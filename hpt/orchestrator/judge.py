@@ -229,11 +229,7 @@ async def run_judge(spec: JudgeSpec) -> JudgeSummary:
 
     tasks = await asyncio.to_thread(load)
     async with contextlib.AsyncExitStack() as stack:
-        cache = None
-        if spec.cache:
-            cache = ResponseCache()
-            await cache.open()
-            stack.push_async_callback(cache.aclose)
+        cache = await stack.enter_async_context(ResponseCache()) if spec.cache else None
         model_config = parse_model_spec(spec.model)
         if spec.base_url:
             model_config = model_config.model_copy(update={"endpoints": [spec.base_url]})

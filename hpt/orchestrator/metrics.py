@@ -22,6 +22,16 @@ def hpi_score(resolved_level: int | None, m: int, penalty: float) -> float:
     return float(resolved_level)
 
 
+def sample_score(
+    mode: str, resolved_level: int | None, iteration: int | None, m: int, penalty: float
+) -> float:
+    """A scored sample's contribution to the HPI: the level (standard) or level + selector
+    iteration (adaptive, appendix E); m + HPI_dataset when unresolved."""
+    if mode == "adaptive":
+        return adaptive_score(resolved_level, iteration, m, penalty)
+    return hpi_score(resolved_level, m, penalty)
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """The unbiased pass@k estimator (Chen et al., 2021): n draws, c of them correct."""
     if k > n:
@@ -129,11 +139,9 @@ class Tally:
             self.unresolved += 1
         else:
             self.level_counts[record.resolved_level] += 1
-        if record.mode == "adaptive":
-            score = adaptive_score(record.resolved_level, record.iteration, self.m, self.penalty)
-        else:
-            score = hpi_score(record.resolved_level, self.m, self.penalty)
-        self.score_sum += score
+        self.score_sum += sample_score(
+            record.mode, record.resolved_level, record.iteration, self.m, self.penalty
+        )
         if self._track_draws:
             counts = self.draws.setdefault(record.sample_id, [0, 0, 0])
             counts[0] += 1

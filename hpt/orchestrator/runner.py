@@ -34,10 +34,9 @@ from hpt.graphs import (
 from hpt.graphs.adaptive import (
     Selection,
     adaptive_recursion_limit,
-    adaptive_score,
     build_adaptive,
 )
-from hpt.orchestrator.metrics import Summary, Tally, hpi_score
+from hpt.orchestrator.metrics import Summary, Tally, sample_score
 from hpt.orchestrator.records import Cell, SampleRecord
 from hpt.orchestrator.spec import RunSpec
 from hpt.orchestrator.store import (
@@ -184,11 +183,7 @@ async def run_evaluation(
     total = sum(len(p.samples) for p in plans) * spec.samples_per_task
     complete = False
     async with contextlib.AsyncExitStack() as stack:
-        cache = None
-        if spec.cache:
-            cache = ResponseCache()
-            await cache.open()
-            stack.push_async_callback(cache.aclose)
+        cache = await stack.enter_async_context(ResponseCache()) if spec.cache else None
         # Backends first: an unreachable endpoint or a bad key leaves no run directory behind.
         backends: dict[tuple[str, str], ManagedBackend] = {}
 
@@ -395,12 +390,7 @@ async def _climb(
     level = winner.level if winner else None
     iteration = winner.iteration if winner else None
     penalty = plan.tally.penalty
-    if error:
-        score = None
-    elif adaptive:
-        score = adaptive_score(level, iteration, m, penalty)
-    else:
-        score = hpi_score(level, m, penalty)
+    score = None if error else sample_score(cell.mode, level, iteration, m, penalty)
     return SampleRecord(
         sample_id=sample.id,
         draw=draw,

@@ -16,9 +16,8 @@ import httpx2
 from anthropic import AsyncAnthropic
 
 from hpt.backends.base import Completion, GenerationParams, Message, Usage
-from hpt.backends.errors import BackendError, FatalBackendError, TransientError
-from hpt.backends.openai_protocol import short
-from hpt.backends.ratelimit_headers import wait_from_headers
+from hpt.backends.errors import FatalBackendError, TransientError
+from hpt.backends.openai_protocol import classify_status, short
 from hpt.backends.secrets import remember_secret
 
 LEGACY_VERSION = "2023-06-01"
@@ -107,23 +106,14 @@ class AnthropicTransport:
         )
 
     def _status_error(self, exc: anthropic.APIStatusError) -> Exception:
-        code = exc.status_code
-        detail = f"HTTP {code}: {short(exc)}"
-        if code in (401, 403):
-            return FatalBackendError(
-                f"{self.endpoint} refused our credentials ({code}); check ANTHROPIC_API_KEY"
-            )
-        if code == 404:
-            return FatalBackendError(
-                f"model {self.model!r} was not found at {self.endpoint} (404); check the model name"
-            )
-        if code in (429, 503, 529):  # rate limited, or "overloaded_error"
-            return TransientError(
-                detail, retry_after_s=wait_from_headers(exc.response.headers), overloaded=True
-            )
-        if code in (408, 409) or code >= 500:
-            return TransientError(detail, retry_after_s=wait_from_headers(exc.response.headers))
-        return BackendError(detail)
+        return classify_status(
+            exc.status_code,
+            short(exc),
+            exc.response.headers,
+            self.endpoint,
+            self.model,
+            key_env="ANTHROPIC_API_KEY",
+        )
 
     async def start(self) -> None:
         try:

@@ -17,13 +17,20 @@ def is_openai_host(base_url: str) -> bool:
     return (urlparse(base_url).hostname or "").endswith("openai.com")
 
 
-def classify_status(code: int, detail: str, headers: Any, endpoint: str, model: str) -> Exception:
-    """What an HTTP error from an OpenAI-compatible server means for the caller."""
+def classify_status(
+    code: int,
+    detail: str,
+    headers: Any,
+    endpoint: str,
+    model: str,
+    key_env: str = "OPENAI_API_KEY",
+) -> Exception:
+    """What an HTTP error status means for the caller: stop the run (bad key, unknown model),
+    retry (rate limits, overload, 5xx), or fail this sample (400/422). Anthropic's statuses
+    mean the same (529 is its "overloaded")."""
     detail = f"HTTP {code}: {detail}"
     if code in (401, 403):
-        return FatalBackendError(
-            f"{endpoint} refused our credentials ({code}); check OPENAI_API_KEY"
-        )
+        return FatalBackendError(f"{endpoint} refused our credentials ({code}); check {key_env}")
     if code == 404:
         return FatalBackendError(
             f"model {model!r} or its endpoint was not found at {endpoint} (404); "

@@ -39,7 +39,7 @@ from hpt.orchestrator.metrics import Summary, summarize_cells
 from hpt.orchestrator.progress import RichProgress, cells_table, summary_table
 from hpt.orchestrator.runner import default_out_dir, load_saved_spec, run_evaluation
 from hpt.orchestrator.spec import RunSpec
-from hpt.orchestrator.store import SAMPLES, SUMMARY, RunDirError, read_records
+from hpt.orchestrator.store import SAMPLES, SUMMARY, RunDirError, read_records, require_run_dirs
 from hpt.prompts import PromptError
 from hpt.tasks import TASKS, DatasetError, UnknownTaskError, get_task
 
@@ -448,9 +448,7 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     from hpt.orchestrator import report
 
     prices = report.load_prices(args.prices) if args.prices else None
-    for directory in args.run_dirs:
-        if not (directory / SAMPLES).is_file():
-            raise RunDirError(f"{directory} is not a run directory (no {SAMPLES})")
+    require_run_dirs(*args.run_dirs)
     reports = report.collect(args.run_dirs, prices)
     if not reports:
         raise RunDirError(f"no records in {', '.join(map(str, args.run_dirs))}")
@@ -481,9 +479,7 @@ def _view(args: argparse.Namespace, console: Console) -> int:
 
     from hpt.orchestrator import viewer
 
-    for directory in args.run_dirs:
-        if not (directory / SAMPLES).is_file():
-            raise RunDirError(f"{directory} is not a run directory (no {SAMPLES})")
+    require_run_dirs(*args.run_dirs)
     out = args.out or args.run_dirs[0] / "view.html"
     try:
         n = viewer.write_view(args.run_dirs, out)

@@ -118,10 +118,16 @@ def repair_torn_tail(path: Path) -> int:
         return size - keep
 
 
+def require_run_dirs(*directories: Path) -> None:
+    """Fail before any work when one of ``directories`` holds no records."""
+    for directory in directories:
+        if not (directory / SAMPLES).is_file():
+            raise RunDirError(f"{directory} is not a run directory (no {SAMPLES})")
+
+
 def iter_lines(directory: Path) -> Iterator[tuple[int, str]]:
+    require_run_dirs(directory)
     path = directory / SAMPLES
-    if not path.is_file():
-        raise RunDirError(f"{directory} is not a run directory (no {SAMPLES})")
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if line.strip():

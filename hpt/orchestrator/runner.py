@@ -163,7 +163,7 @@ async def run_evaluation(
     observer = observer or SilentObserver()
     strategies = resolve_strategies(spec.strategies)
     spec.check_models()
-    plans = await _plan(spec)
+    plans = await _plan(spec, strategies)
     out = spec.out or default_out_dir(spec)
     store = RunStore(out)
     done: set[tuple[Any, ...]] = set()
@@ -235,9 +235,8 @@ async def run_evaluation(
     return RunResult(out=out, summaries=result.cells, complete=complete)
 
 
-async def _plan(spec: RunSpec) -> list[_CellPlan]:
+async def _plan(spec: RunSpec, strategies: list[str]) -> list[_CellPlan]:
     """Load every dataset once and lay out the cells; fails before any model is called."""
-    strategies = resolve_strategies(spec.strategies)
     data_dir = resolve_data_dir(spec.data_dir)
     tasks = {name: get_task(name, data_dir) for name in spec.dataset}
     if spec.threshold and not any(isinstance(t, GenerationTask) for t in tasks.values()):
@@ -287,34 +286,34 @@ def _read_back(
     """Count a run's finished records into the tallies and return their keys. Records of
     samples that ended in an error are dropped (rewriting the file) when they will be rerun."""
     done: set[tuple[Any, ...]] = set()
-    dropped = False
+    dropped: set[int] = set()
     samples = out / SAMPLES
     if not samples.exists():
         return done
-    keep = samples.with_suffix(".jsonl.resume")
-    with keep.open("w", encoding="utf-8") as kept:
-        for lineno, line in iter_lines(out):
-            if not line.endswith("\n"):
-                break  # torn by a crash; reopen() cuts it
-            record = parse_record(out, lineno, line)
-            plan = plans.get(record.cell)
-            if plan is None:
-                raise RunDirError(
-                    f"{samples}:{lineno}: a record of {record.dataset} · {record.model} · "
-                    f"{record.mode}, which this run's spec does not include"
-                )
-            if (retry_errors and record.error is not None) or record.key in done:
-                dropped = True
-                continue
-            done.add(record.key)
-            plan.tally.add(record)
-            kept.write(line)
-        kept.flush()
-        os.fsync(kept.fileno())
-    if dropped:
+    for lineno, line in iter_lines(out):
+        if not line.endswith("\n"):
+            break  # torn by a crash; reopen() cuts it
+        record = parse_record(out, lineno, line)
+        plan = plans.get(record.cell)
+        if plan is None:
+            raise RunDirError(
+                f"{samples}:{lineno}: a record of {record.cell.title}, "
+                f"which this run's spec does not include"
+            )
+        if (retry_errors and record.error is not None) or record.key in done:
+            dropped.add(lineno)
+            continue
+        done.add(record.key)
+        plan.tally.add(record)
+    if dropped:  # rare: rewrite only then, whole or not at all
+        keep = samples.with_suffix(".jsonl.resume")
+        with keep.open("w", encoding="utf-8") as kept:
+            for lineno, line in iter_lines(out):
+                if lineno not in dropped and line.endswith("\n"):
+                    kept.write(line)
+            kept.flush()
+            os.fsync(kept.fileno())
         os.replace(keep, samples)
-    else:
-        keep.unlink()
     return done
 
 

@@ -1,6 +1,6 @@
 """Datasets and what "resolved" means for each."""
 
-from hpt.tasks.base import Check, DatasetError, Sample, Task, select
+from hpt.tasks.base import Check, DatasetError, Reading, Sample, Task, select
 from hpt.tasks.registry import TASKS, UnknownTaskError, get_task
 from hpt.tasks.sources import DATA_DIR_ENV, resolve_data_dir
 
@@ -9,6 +9,7 @@ __all__ = [
     "TASKS",
     "Check",
     "DatasetError",
+    "Reading",
     "Sample",
     "Task",
     "UnknownTaskError",

@@ -28,6 +28,13 @@ class Sample(BaseModel):
     meta: dict[str, str] = Field(default_factory=dict)
 
 
+class Reading(BaseModel):
+    """One reader's answer to a completion, and whether it matches the target."""
+
+    parsed: str | None
+    resolved: bool
+
+
 class Check(BaseModel):
     """The task's verdict on one completion."""
 
@@ -37,6 +44,10 @@ class Check(BaseModel):
     detail: str | None = None
     # A graded score on a 0-1 scale, for tasks resolved by a threshold (BLEU, ROUGE-L).
     score: float | None = None
+    # Other readings of the same completion by name ("strict": GSM8K's stated-answer-only
+    # reader; "rule": the rule reader when an LLM extractor decides). They never decide the
+    # climb; summaries report how often they disagree, so a user sees how much reading matters.
+    alternatives: dict[str, Reading] = Field(default_factory=dict)
 
 
 class Task(ABC):
@@ -91,13 +102,24 @@ class Task(ABC):
     def parse(self, completion: str, sample: Sample) -> str | None:
         """The answer stated in the model's completion, or None if there is none to read."""
 
+    def alternative_readings(self, completion: str, sample: Sample) -> dict[str, str | None]:
+        """Readings other than ``parse``'s, by name, recorded beside it (none by default)."""
+        return {}
+
     def same(self, parsed: str, target: str) -> bool:
         return parsed == target
 
+    def reading(self, parsed: str | None, sample: Sample) -> Reading:
+        resolved = parsed is not None and self.same(parsed, sample.target)
+        return Reading(parsed=parsed, resolved=resolved)
+
     def check(self, sample: Sample, completion: str) -> Check:
-        parsed = self.parse(completion, sample)
+        primary = self.reading(self.parse(completion, sample), sample)
+        others = self.alternative_readings(completion, sample)
         return Check(
-            parsed=parsed, resolved=parsed is not None and self.same(parsed, sample.target)
+            parsed=primary.parsed,
+            resolved=primary.resolved,
+            alternatives={name: self.reading(p, sample) for name, p in others.items()},
         )
 
     async def acheck(self, sample: Sample, completion: str) -> Check:

@@ -2,8 +2,10 @@ from pathlib import Path
 
 import pytest
 
+from hpt.backends import Completion, GenerationParams, Message
+from hpt.graphs import STRATEGIES, StrategyContext
 from hpt.prompts import PromptError, PromptSet
-from hpt.tasks import TASKS, get_task
+from hpt.tasks import TASKS, Sample, get_task
 
 LADDER = ["role", "zero_shot_cot", "three_shot_cot", "least_to_most", "generated_knowledge"]
 
@@ -65,3 +67,67 @@ def test_every_dataset_renders_every_strategy(dataset: str, data_dir: Path) -> N
     # The final least-to-most step must contain the question (HumanEval: the code) itself.
     main = next(k for k in ("question", "code", "text", "dialogue") if k in sample.fields)
     assert str(sample.fields[main]) in last
+
+
+class _Recorder:
+    """A backend that keeps the prompts it is sent (for rendering through a strategy)."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.seen: list[list[Message]] = []
+
+    async def complete(
+        self, messages: list[Message], params: GenerationParams, *, cache_seed: str = ""
+    ) -> Completion:
+        self.seen.append(messages)
+        return Completion(text="A")
+
+    async def check(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_mmlu_three_shot_exemplars_are_explained(data_dir: Path) -> None:
+    task = get_task("mmlu", data_dir)
+    pool = task.load_exemplar_pool()
+    first_of: dict[str, Sample] = {}
+    for s in task.load_samples():
+        first_of.setdefault(s.meta["subject"], s)
+    subjects = sorted(
+        f.name.removesuffix("_dev.csv") for f in (data_dir / "mmlu" / "dev").glob("*_dev.csv")
+    )
+    assert len(subjects) == 57
+    shown: set[str] = set()
+    for subject in subjects:
+        sample = first_of[subject]
+        shots = task.exemplars_for(sample, pool)
+        assert [s.id for s in shots] == [f"mmlu-{subject}-dev-{i}" for i in range(3)]
+        for ex in shots:
+            why = task.explanation(ex)
+            assert why and why.strip(), f"{ex.id} has no explanation"
+        shown.update(s.id for s in shots)
+    # Every explanation belongs to an exemplar that is actually shown (catches typos in keys).
+    written = set(task.prompts.section("three_shot_cot")["explanations"])
+    assert written - shown == set()
+    assert len(written) == 171
+
+    # The prompt as the strategy renders it carries the three explanations.
+    sample = first_of["college_physics"]
+    model = _Recorder()
+    ctx = StrategyContext(
+        sample=sample,
+        task=task,
+        level=3,
+        model=model,
+        knowledge_model=model,
+        params=GenerationParams(),
+        exemplar_pool=pool,
+        previous=[],
+    )
+    await STRATEGIES["three_shot_cot"](ctx)
+    prompt = model.seen[-1][-1].content
+    assert prompt.count(" Explanation: ") == 3
+    assert 'Answer: A. Explanation: "For a telescope focused at infinity' in prompt

@@ -13,9 +13,11 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 
 from hpt.backends import Backend, BackendError, FatalBackendError, GenerationParams
-from hpt.graphs.state import Attempt, LadderState
+from hpt.graphs.state import Attempt, Call, LadderState
 from hpt.graphs.strategies import STRATEGIES, StrategyContext, resolve_strategies
-from hpt.tasks import Sample, Task
+from hpt.tasks import Check, Sample, Task
+from hpt.tasks.extractor import PURPOSE as EXTRACT
+from hpt.tasks.extractor import AnswerExtractor
 
 # Edge labels. A failed model call ends the climb like a resolve does (the sample is then
 # recorded as an error); one label keeps the drawn graph to one edge per pair of nodes.
@@ -35,11 +37,28 @@ class LadderRuntime:
     exemplar_pool: Sequence[Sample]
     # Part of every cache key: a new epoch asks the model afresh.
     epoch: int = 0
+    # --extractor-model: reads each completion's answer instead of the rule reader.
+    extractor: AnswerExtractor | None = None
+    # Adaptive attempts reuse the standard ladder's cached completions (--share-completions).
+    share_completions: bool = False
 
 
 def cache_seed(sample_id: str, epoch: int, draw: int) -> str:
     """What keeps one climb's cached answers apart from every other climb's."""
     return f"{sample_id}#{epoch}" + (f"/{draw}" if draw else "")
+
+
+def attempt_seed(base: str, iteration: int | None, tried: Sequence[int], level: int,
+                 share: bool) -> str:  # fmt: skip
+    """The cache seed of one attempt. A standard climb tries each level once: the base seed.
+    An adaptive attempt carries its selector iteration, so a level chosen again is a fresh
+    sample and adaptive runs do not replay the standard ladder's completions; with ``share``
+    only a repeated level gets its own entry."""
+    if iteration is None:
+        return base
+    if share:
+        return base if level not in tried else f"{base}/it{iteration}"
+    return f"{base}/adaptive/it{iteration}"
 
 
 def _node(
@@ -50,8 +69,13 @@ def _node(
     async def run(state: LadderState) -> dict[str, list[Attempt]]:
         if runtime is None:
             raise RuntimeError("this ladder was built for drawing only")
+        sample = state["sample"]
+        # adaptive: the selector turn that chose this level
+        iteration = len(state.get("selections", [])) if iteration_from is not None else None
+        base = cache_seed(sample.id, runtime.epoch, state.get("draw", 0))
+        tried = [a.level for a in state["attempts"]]
         ctx = StrategyContext(
-            sample=state["sample"],
+            sample=sample,
             task=runtime.task,
             level=level,
             model=runtime.model,
@@ -59,30 +83,42 @@ def _node(
             params=runtime.params,
             exemplar_pool=runtime.exemplar_pool,
             previous=state["attempts"],
-            cache_seed=cache_seed(state["sample"].id, runtime.epoch, state.get("draw", 0)),
+            cache_seed=attempt_seed(base, iteration, tried, level, runtime.share_completions),
         )
-        attempt = Attempt(level=level, strategy=name)
-        if iteration_from is not None:  # adaptive: the selector turn that chose this level
-            attempt.iteration = len(state.get("selections", []))
+        attempt = Attempt(level=level, strategy=name, iteration=iteration)
         try:
             completion = await fn(ctx)
+            check = await _read(runtime, ctx, completion)
         except FatalBackendError:
             raise
         except BackendError as exc:
             attempt.error = str(exc)
         else:
-            check = await runtime.task.acheck(state["sample"], completion)
             attempt.completion, attempt.parsed, attempt.resolved = (
                 completion,
                 check.parsed,
                 check.resolved,
             )
             attempt.detail, attempt.score = check.detail, check.score
+            attempt.alternatives = check.alternatives
         attempt.calls = ctx.calls
         attempt.notes = ctx.notes
         return {"attempts": [attempt]}
 
     return run
+
+
+async def _read(runtime: LadderRuntime, ctx: StrategyContext, completion: str) -> Check:
+    """The task's check of ``completion``: by the rule reader, or by the extractor model with
+    the rule reader's reading kept beside it."""
+    check = await runtime.task.acheck(ctx.sample, completion)
+    extractor = runtime.extractor
+    if extractor is None or not extractor.applies_to(runtime.task):
+        return check
+    seed = f"{ctx.cache_seed}#{EXTRACT}"
+    extraction = await extractor.extract(runtime.task, ctx.sample, completion, check, seed)
+    ctx.calls.append(Call.of(EXTRACT, extractor.model.name, extraction.messages, extraction.result))
+    return extraction.check
 
 
 def _outcome(state: LadderState) -> Outcome:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, NotRequired, TypedDict
 from pydantic import BaseModel, Field
 
 from hpt.backends import Completion, Message, Usage
-from hpt.tasks import Sample
+from hpt.tasks import Reading, Sample
 
 
 def mean_token_prob(logprobs: Sequence[float] | None) -> float | None:
@@ -66,6 +66,8 @@ class Attempt(BaseModel):
     score: float | None = None
     # What the strategy says about itself (generated knowledge: which candidate, by what rule).
     notes: dict[str, str] = Field(default_factory=dict)
+    # Other readers' answers to the same completion ("strict", "rule"); they never decide.
+    alternatives: dict[str, Reading] = Field(default_factory=dict)
     error: str | None = None
 
     @property

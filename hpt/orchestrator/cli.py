@@ -114,6 +114,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--selector-model", help="adaptive mode's prompt-selector (default: --model)")
     run.add_argument(
+        "--share-completions",
+        action="store_true",
+        default=None,
+        help="adaptive attempts reuse the standard ladder's cached completions "
+        "(default: the two modes are independent samples)",
+    )
+    run.add_argument(
+        "--extractor-model",
+        help="a model that states each completion's final answer, read instead of the rule "
+        "reader; both readings are recorded and their disagreement summarised",
+    )
+    run.add_argument(
         "--strategies", type=_strategies, help="comma-separated ladder, lowest level first"
     )
     run.add_argument("--limit", type=int, help="evaluate N samples (seeded choice)")
@@ -150,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
         action="extend",
         type=_floats,
         help="iwslt/samsum: the score (0-1) that resolves a sample; several make one cell each "
-        "(default: 0.15 sentence BLEU, 0.20 ROUGE-L F)",
+        "(default: the paper's two, 0.15 and 0.20)",
     )
     run.add_argument(
         "--resume",
@@ -250,6 +262,8 @@ _FLAGS = {  # CLI flag -> RunSpec field
     "knowledge_model": "knowledge_model",
     "mode": "mode",
     "selector_model": "selector_model",
+    "extractor_model": "extractor_model",
+    "share_completions": "share_completions",
     "strategies": "strategies",
     "limit": "limit",
     "seed": "seed",

@@ -45,6 +45,20 @@ def report_ks(n: int) -> list[int]:
     return list(range(1, n + 1)) if n <= 10 else sorted({1, 5, 10, n})
 
 
+class ReadingSummary(BaseModel):
+    """How another reader ("strict", "rule") compares with the one that decided the climb,
+    over every attempt that both read."""
+
+    attempts: int = 0
+    # Attempts where the two readers took different answers ...
+    disagreements: int = 0
+    disagreement_rate: float | None = None
+    # ... and where that changed whether the attempt resolved.
+    resolved_flips: int = 0
+    # Standard mode: level-1 accuracy had this reader decided (level 1 is always tried).
+    level1_accuracy: float | None = None
+
+
 class Summary(BaseModel):
     dataset: str
     model: str
@@ -79,6 +93,9 @@ class Summary(BaseModel):
     selector_turns: int = 0
     hallucinations: int = 0
     hallucination_rate: float | None = None
+    # Other readings of the same completions, by reader name (GSM8K's "strict" stated-answer
+    # reader; the "rule" reader when --extractor-model decides).
+    readings: dict[str, ReadingSummary] = {}
 
 
 class Tally:
@@ -111,6 +128,8 @@ class Tally:
         self.finals: list[tuple[str, str, float | None]] = []
         # sample id -> [scored climbs, resolved at level 1, resolved at any level]
         self.draws: dict[str, list[int]] = {}
+        # reader -> [attempts read, disagreements, resolved flips, level-1 resolutions]
+        self.readings: dict[str, list[int]] = {}
 
     @classmethod
     def of(cls, record: SampleRecord) -> Tally:
@@ -135,6 +154,13 @@ class Tally:
         if record.error is not None:
             self.errors += 1
             return
+        for attempt in record.attempts:
+            for name, other in attempt.alternatives.items():
+                counts = self.readings.setdefault(name, [0, 0, 0, 0])
+                counts[0] += 1
+                counts[1] += other.parsed != attempt.parsed
+                counts[2] += other.resolved != attempt.resolved
+                counts[3] += other.resolved and attempt.level == 1 and attempt.iteration is None
         if record.resolved_level is None:
             self.unresolved += 1
         else:
@@ -178,6 +204,19 @@ class Tally:
                 out[f"{name}@{k}"] = sum(values) / len(values)
         return out
 
+    def reading_summaries(self) -> dict[str, ReadingSummary]:
+        standard = self.mode == "standard"
+        return {
+            name: ReadingSummary(
+                attempts=read,
+                disagreements=differ,
+                disagreement_rate=differ / read if read else None,
+                resolved_flips=flips,
+                level1_accuracy=level1 / self.n if standard and self.n else None,
+            )
+            for name, (read, differ, flips, level1) in sorted(self.readings.items())
+        }
+
     def summary(self) -> Summary:
         n = self.n
         resolved = sum(self.level_counts.values())
@@ -209,6 +248,7 @@ class Tally:
             ),
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
+            readings=self.reading_summaries(),
         )
 
 

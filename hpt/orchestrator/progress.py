@@ -117,6 +117,13 @@ def summary_table(summary: Summary, strategies: list[str]) -> Table:
         )
     for name, value in summary.pass_at_k.items():
         table.add_row(f"pass@{name.split('@')[1]} ({name.split('@')[0]})", _fmt(value))
+    for name, reading in summary.readings.items():
+        table.add_row(
+            f"{name} reader disagrees (attempts)",
+            f"{reading.disagreements} / {reading.attempts} ({_fmt(reading.disagreement_rate)})",
+        )
+        if reading.level1_accuracy is not None:
+            table.add_row(f"level-1 accuracy, {name} reader", _fmt(reading.level1_accuracy))
     table.add_row("errors (not scored)", str(summary.errors))
     table.add_row("samples scored / recorded", f"{summary.n} / {summary.samples}")
     table.add_row("m, HPI_dataset penalty", f"{summary.m}, {summary.penalty}")

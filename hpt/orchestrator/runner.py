@@ -49,6 +49,7 @@ from hpt.orchestrator.store import (
     parse_record,
 )
 from hpt.tasks import DatasetError, Sample, Task, get_task, resolve_data_dir, select
+from hpt.tasks.extractor import AnswerExtractor
 from hpt.tasks.generation import GenerationTask
 
 
@@ -197,6 +198,11 @@ async def run_evaluation(
                 )
             return backends[key]
 
+        extractor = (
+            AnswerExtractor(await backend(spec.extractor_model, evaluated=False), spec.params)
+            if spec.extractor_model
+            else None
+        )
         for p in plans:
             model = await backend(p.model_name, evaluated=True)
             knowledge = (
@@ -204,7 +210,16 @@ async def run_evaluation(
                 if spec.knowledge_model
                 else model
             )
-            runtime = LadderRuntime(p.task, model, knowledge, spec.params, p.pool, spec.epoch)
+            runtime = LadderRuntime(
+                p.task,
+                model,
+                knowledge,
+                spec.params,
+                p.pool,
+                spec.epoch,
+                extractor=extractor,
+                share_completions=spec.share_completions,
+            )
             if p.cell.mode == "adaptive":
                 selector = (
                     await backend(spec.selector_model, evaluated=False)
@@ -255,14 +270,12 @@ async def _plan(spec: RunSpec, strategies: list[str]) -> list[_CellPlan]:
     loaded = await asyncio.gather(*(asyncio.to_thread(load, t) for t in tasks.values()))
     plans = []
     for task, (samples, pool) in zip(tasks.values(), loaded, strict=True):
-        scored = isinstance(task, GenerationTask)
-        for threshold in spec.thresholds_for(scored):
+        defaults = task.paper_thresholds if isinstance(task, GenerationTask) else None
+        for threshold in spec.thresholds_for(defaults):
             cell_task = task
-            if isinstance(task, GenerationTask):
-                if threshold is not None:
-                    cell_task = copy.copy(task)
-                    cell_task.threshold = threshold
-                threshold = cell_task.threshold  # type: ignore[attr-defined]
+            if isinstance(task, GenerationTask) and threshold is not None:
+                cell_task = copy.copy(task)
+                cell_task.threshold = threshold
             for model_name in spec.model:
                 label, _ = spec.resolve_model(model_name, evaluated=True)
                 for mode in spec.mode:

@@ -5,6 +5,7 @@ a score) is one *cell*, and all cells run in one pass that shares backends and t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -44,12 +45,18 @@ class RunSpec(BaseModel):
         default_factory=lambda: list[Mode](["standard"]), min_length=1
     )
     # Translation/summarisation: the scores (0-1) that resolve a sample, one cell each; empty:
-    # the dataset's default (IWSLT 0.15 sentence BLEU, SAMSum 0.20 ROUGE-L F, as in the paper).
+    # both of the paper's thresholds, 0.15 and 0.20 (tables 3 and 6), for IWSLT and SAMSum.
     threshold: Annotated[
         list[Annotated[float, Field(gt=0.0, le=1.0)]], BeforeValidator(_listed)
     ] = Field(default_factory=list)
     knowledge_model: str | None = None  # None: each evaluated model itself
     selector_model: str | None = None  # adaptive mode's prompt-selector; None: the model itself
+    # A model that reads each completion's final answer instead of the rule readers; the rule
+    # readers' answers are kept beside it and summaries report how often the two disagree.
+    extractor_model: str | None = None
+    # Adaptive attempts reuse the standard ladder's cached completions (off: the two modes
+    # are independent samples of the model).
+    share_completions: bool = False
     base_url: str | None = None  # the evaluated model's endpoint, for a PROVIDER:MODEL spec
     # Named models from a run config file; --model may name them. They hold no keys.
     models: dict[str, ModelConfig] = Field(default_factory=dict)
@@ -96,7 +103,9 @@ class RunSpec(BaseModel):
             update["retry"] = config.retry.model_copy(
                 update=self.retry.model_dump(exclude_unset=True)
             )
-        if evaluated and self.base_url and name not in self.models:
+        # A helper model (knowledge, selector, extractor) named like the evaluated model is
+        # that model, endpoint included.
+        if (evaluated or name in self.model) and self.base_url and name not in self.models:
             update["endpoints"] = [self.base_url]
         config = config.model_copy(update=update)
         return spec_label(name, config), config
@@ -110,15 +119,16 @@ class RunSpec(BaseModel):
             )
         for name in self.model:
             self.resolve_model(name, evaluated=True)
-        for helper in (self.knowledge_model, self.selector_model):
+        for helper in (self.knowledge_model, self.selector_model, self.extractor_model):
             if helper:
                 self.resolve_model(helper, evaluated=False)
 
-    def thresholds_for(self, scored: bool) -> list[float | None]:
-        """The threshold cells of one dataset: only datasets resolved by a score have any."""
-        if scored and self.threshold:
-            return list(self.threshold)
-        return [None]
+    def thresholds_for(self, defaults: Sequence[float] | None) -> list[float | None]:
+        """The threshold cells of one dataset: only datasets resolved by a score (those with
+        ``defaults``) have any; unless the run names some, the dataset's defaults."""
+        if defaults is None:
+            return [None]
+        return list(self.threshold or defaults)
 
     @property
     def title(self) -> str:

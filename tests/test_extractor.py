@@ -1,0 +1,107 @@
+"""--extractor-model: a model states each completion's final answer, which decides instead of
+the rule reader; both readings are recorded and the summary says how often they disagree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hpt.backends import GenerationParams
+from hpt.graphs.state import Attempt
+from hpt.orchestrator.metrics import summarize
+from hpt.orchestrator.records import SampleRecord
+from hpt.tasks import Reading, get_task
+from hpt.tasks.extractor import AnswerExtractor
+from tests.servers.answer_key import boolq_answer_key
+from tests.test_cli import hpt, records, run_args
+from tests.test_ladder import Scripted
+
+ASKED = "What final answer does the response give?"
+
+
+def test_the_prompt_is_short_and_names_the_canonical_form(data_dir: Path) -> None:
+    extractor = AnswerExtractor(Scripted("True", None), GenerationParams(temperature=0.6))
+    assert extractor.params.temperature == 0.0 and not extractor.params.logprobs
+    for name, form in (
+        ("boolq", "True or False"),
+        ("gsm8k", "number"),
+        ("csqa", "A, B, C, D or E"),
+    ):
+        task = get_task(name, data_dir)
+        sample = task.load_samples()[0]
+        (message,) = extractor.messages(task, sample, "Some completion.")
+        assert ASKED in message.content and form in message.content
+        assert "Response: Some completion." in message.content
+    assert not extractor.applies_to(get_task("humaneval", data_dir))
+
+
+def test_extractor_decides_and_both_readings_are_kept(
+    fake_openai: Any, data_dir: Path, tmp_path: Path
+) -> None:
+    fake, server = fake_openai
+    task = get_task("boolq", data_dir)
+    key = boolq_answer_key(task.load_samples())
+    extracted: list[str] = []
+
+    def responder(body: dict[str, Any]) -> str:
+        prompt = body["messages"][-1]["content"]
+        if ASKED in prompt:
+            # The extractor reads the completion's hedged prose as the gold answer.
+            question = prompt.split('to the question: "', 1)[1].split('"', 1)[0]
+            extracted.append(question)
+            return key[question] if len(extracted) % 2 else "none"
+        return "Hmm, the passage settles it, I think."  # no truth word: the rule reader gives None
+
+    fake.responder = responder
+    out = tmp_path / "run"
+    result = hpt(*run_args(server, data_dir, out, "--limit", "4", "--strategies", "role",
+                           "--extractor-model", "openai:test-model"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    recs = records(out)
+    assert len(recs) == 4 and len(extracted) == 4
+    attempts = [r["attempts"][0] for r in recs]
+    for a in attempts:
+        assert [c["purpose"] for c in a["calls"]] == ["answer", "extract"]
+        assert a["alternatives"]["rule"] == {"parsed": None, "resolved": False}
+    # Two replies named the gold answer (resolved), two said "none" (unresolved).
+    assert sorted(a["resolved"] for a in attempts) == [False, False, True, True]
+    assert sum(a["parsed"] is None for a in attempts) == 2
+    cell = json.loads((out / "summary.json").read_text())["cells"][0]
+    rule = cell["readings"]["rule"]
+    assert (rule["attempts"], rule["disagreements"], rule["resolved_flips"]) == (4, 2, 2)
+    assert rule["level1_accuracy"] == 0 and cell["level1_accuracy"] == 0.5
+    assert "rule reader disagrees" in result.stdout
+
+    # Cached like every call: the same run again asks nothing.
+    served = fake.served
+    again = hpt(*run_args(server, data_dir, tmp_path / "again", "--limit", "4", "--strategies",
+                          "role", "--extractor-model", "openai:test-model"))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert fake.served == served
+
+
+def test_reading_summary_by_hand() -> None:
+    def attempt(level: int, parsed: str | None, resolved: bool, other: Reading) -> Attempt:
+        return Attempt(level=level, strategy="s", parsed=parsed, resolved=resolved,
+                       alternatives={"strict": other})  # fmt: skip
+
+    def record(sid: str, level: int | None, attempts: list[Attempt]) -> SampleRecord:
+        return SampleRecord(sample_id=sid, dataset="gsm8k", model="m", strategies=["a", "b"],
+                            m=2, penalty=2.14, target="18", resolved_level=level,
+                            hpi_score=level or 4.14, attempts=attempts)  # fmt: skip
+
+    recs = [
+        # agree at level 1, resolved
+        record("a", 1, [attempt(1, "18", True, Reading(parsed="18", resolved=True))]),
+        # the strict reader finds nothing at level 1 (flexible resolved): a flip
+        record("b", 1, [attempt(1, "18", True, Reading(parsed=None, resolved=False))]),
+        # both wrong but different at level 1, then agree at level 2
+        record("c", 2, [attempt(1, "7", False, Reading(parsed="30", resolved=False)),
+                        attempt(2, "18", True, Reading(parsed="18", resolved=True))]),
+    ]  # fmt: skip
+    s = summarize(recs, dataset="gsm8k", model="m", mode="standard", m=2, penalty=2.14)
+    strict = s.readings["strict"]
+    assert (strict.attempts, strict.disagreements, strict.resolved_flips) == (4, 2, 1)
+    assert strict.disagreement_rate == 0.5
+    assert strict.level1_accuracy == 1 / 3 and s.level1_accuracy == 2 / 3

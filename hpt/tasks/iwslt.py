@@ -1,17 +1,25 @@
-"""IWSLT 2017 English -> French (TED talks); resolved when sentence BLEU reaches the
-threshold (0.15). Offline: the WIT3 test-set archives, English and French sides paired by
-talk and segment id; tst2017 is evaluated, tst2016 gives the three-shot exemplars."""
+"""IWSLT 2017 English -> French (TED talks); resolved when sentence BLEU of the translation
+the completion gives (see hpt.tasks.generation for how it is read) reaches the threshold
+(0.15). Offline: the WIT3 test-set archives, English and French sides paired by talk and
+segment id; tst2017 is evaluated, tst2016 gives the three-shot exemplars.
+
+The language cue that lets French win over English reasoning (``reads_as_english``): a text
+reads as English when it has more English function words (and the words "translation",
+"French", "English", "sentence", "means") than French signs, a French sign being a French
+function word, a word with a French diacritic (é, è, à, ç, ...) or an elision (c', l', qu').
+"""
 
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
 from hpt.tasks.base import DatasetError, Sample
-from hpt.tasks.generation import GenerationTask
+from hpt.tasks.generation import GenerationTask, drop_runs, words
 from hpt.tasks.sources import load_hub, require_file
 from hpt.tasks.textmetrics import SENTENCE_BLEU, corpus_bleu, sentence_bleu
 
@@ -39,6 +47,30 @@ def _segments(archive: Path, member_suffix: str) -> dict[tuple[str, str], str]:
     return out
 
 
+_FRENCH_WORDS = frozenset(
+    "le la les un une des du de et est sont que qui ne pas pour dans sur avec ce cette ces "
+    "il elle ils elles nous vous je mais ou où au aux leur mon ma mes ça très comme être "
+    "avoir fait cela voici alors donc".split()
+)
+_ENGLISH_WORDS = frozenset(
+    "the is are and of to in that this it for with was be as by not i you we they he she at "
+    "from have has what which how about would will can let means translation translate "
+    "sentence french english step word".split()
+)
+_DIACRITIC = re.compile(r"[àâäçéèêëîïôöùûüÿœæ]", re.IGNORECASE)
+_ELISION = re.compile(r"\b(?:c|d|j|l|m|n|qu|s|t)['’]\w", re.IGNORECASE)
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def reads_as_english(text: str) -> bool:
+    """More English signs than French ones (see the module docstring)."""
+    tokens = [t.lower() for t in _LETTERS.findall(text)]
+    french = sum(t in _FRENCH_WORDS or bool(_DIACRITIC.search(t)) for t in tokens)
+    french += len(_ELISION.findall(text))
+    english = sum(t in _ENGLISH_WORDS for t in tokens)
+    return english > french
+
+
 class IWSLT(GenerationTask):
     name = "iwslt"
     title = "IWSLT 2017 en-fr"
@@ -50,6 +82,14 @@ class IWSLT(GenerationTask):
     metric_name = "sentence BLEU"
     metric_description = SENTENCE_BLEU
     corpus_metric = "corpus BLEU"
+    answer_nouns = r"translation|traduction|french"
+    quote_cues = (
+        r"translation(?:[ \t]+(?:is|would be|will be|could be|reads))?"
+        r"|in french(?:,[ \t]*(?:this|that|it|the (?:sentence|text|phrase))"
+        r"(?:'s|’s|[ \t]+(?:is|would be|reads|becomes))?)?|en français"
+    )
+    # One TED segment translates to one paragraph: several paragraphs always hold more.
+    reasoning_only = False
 
     @classmethod
     def corpus_score(
@@ -100,3 +140,14 @@ class IWSLT(GenerationTask):
 
     def score(self, output: str, reference: str) -> float:
         return sentence_bleu(output, reference)
+
+    def passed_over(self, candidate: str) -> bool:
+        return reads_as_english(candidate)
+
+    def drop_copies(self, text: str, sample: Sample) -> tuple[str, str | None, str]:
+        """Every verbatim copy of the whole English source goes."""
+        source = words(str(sample.fields.get("text", "")))
+        kept, dropped = drop_runs(text, [source], len(source))
+        if not dropped:
+            return text, None, "empty output"
+        return kept, "dropped a copy of the English source", "only repeats the English source"

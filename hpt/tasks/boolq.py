@@ -65,4 +65,6 @@ class BoolQ(Task):
         return [s for s in self._all() if s.id in wanted]
 
     def parse(self, completion: str, sample: Sample) -> str | None:
-        return parse_bool(completion)
+        # What the model copies from the passage or the question is not its verdict.
+        echo = [v for k in ("passage", "question") if isinstance(v := sample.fields.get(k), str)]
+        return parse_bool(completion, echo=echo)

@@ -1,4 +1,20 @@
-"""GSM8K: grade-school maths word problems with a numeric answer."""
+"""GSM8K: grade-school maths word problems with a numeric answer.
+
+Reading a completion (hpt.tasks.parsing; the table in tests/test_readers.py specifies it).
+Text that copies six or more consecutive words of the question is dropped first: an echoed
+question is not an answer. Then:
+
+- the primary reading, which decides the climb, is the last stated answer in any form:
+  "#### N", "\\boxed{N}", "the answer is N", "Answer: N", "final answer = N", "the correct
+  total is N" ("the answer is 40 - 2 = 38" is 38; "answer" as a verb, "has to answer 30
+  questions", states nothing). If the model withdraws its last stated answer ("Wait, ...",
+  "I made a mistake"), the last number after that. With no stated answer it falls back to
+  the completion's last number ("So she has 18 apples left." is 18), unless that number sits
+  in an equation with an unsolved unknown ("8 - 10 + 5x = 4."), which is None;
+- the alternative reading "strict" takes stated answers only (or a completion that is just a
+  number) and is None otherwise, like lm-evaluation-harness's strict-match. Summaries report
+  it beside the primary reading, so a user sees how much rests on the last-number fallback.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +22,7 @@ import re
 from typing import Any
 
 from hpt.tasks.base import DatasetError, Sample, Task
-from hpt.tasks.parsing import normalize_number, parse_number
+from hpt.tasks.parsing import normalize_number, parse_number, parse_number_strict
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
 
 _CALCULATOR = re.compile(r"<<[^>]*>>")
@@ -54,4 +70,10 @@ class GSM8K(Task):
         return self._samples("train")[:50]
 
     def parse(self, completion: str, sample: Sample) -> str | None:
-        return parse_number(completion)
+        question = sample.fields.get("question")
+        return parse_number(completion, echo=[question] if isinstance(question, str) else [])
+
+    def alternative_readings(self, completion: str, sample: Sample) -> dict[str, str | None]:
+        question = sample.fields.get("question")
+        echo = [question] if isinstance(question, str) else []
+        return {"strict": parse_number_strict(completion, echo=echo)}

@@ -89,4 +89,13 @@ class MMLU(Task):
         return same
 
     def parse(self, completion: str, sample: Sample) -> str | None:
-        return parse_choice(completion, LABELS)
+        # With the options the reader sees a label written with another option's text and
+        # reads an answer given by an option's text alone; the echoed question is not read.
+        options = sample.fields.get("options")
+        question = sample.fields.get("question")
+        return parse_choice(
+            completion,
+            LABELS,
+            options=[] if options is None or isinstance(options, str) else options,
+            echo=[question] if isinstance(question, str) else [],
+        )

@@ -1,0 +1,736 @@
+"""What the answer readers take from realistic completions: the readers' specification.
+
+Each row is a completion a model could write (chain-of-thought prose, markdown, least-to-most
+"discard wrong answers" analyses, echoed prompts, retractions, double negations) and the
+answer a careful human reads in it, checked through the task's own check() on a hand-built
+sample with real option texts. ``None`` means unresolved; where a human might lean to an
+answer but the reader returns None, the row says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from hpt.tasks.base import Sample, Task
+from hpt.tasks.boolq import BoolQ
+from hpt.tasks.csqa import CommonsenseQA
+from hpt.tasks.gsm8k import GSM8K
+from hpt.tasks.mmlu import MMLU
+
+TASKS: dict[str, Task] = {
+    "boolq": BoolQ(),
+    "gsm8k": GSM8K(),
+    "csqa": CommonsenseQA(),
+    "mmlu": MMLU(),
+}
+
+
+def _choice(sid: str, question: str, texts: list[str], target: str) -> Sample:
+    labels = "ABCDE"[: len(texts)]
+    return Sample(
+        id=sid,
+        fields={"question": question, "options": list(zip(labels, texts, strict=True))},
+        target=target,
+    )
+
+
+ETHANOL = (
+    "All biomass goes through at least some of these steps: it needs to be grown, collected, "
+    "dried, fermented, distilled, and burned. All of these steps require resources and an "
+    "infrastructure. The total amount of energy input into the process compared to the energy "
+    "released by burning the resulting ethanol fuel is known as the energy balance. Figures "
+    "compiled in a 2007 report by National Geographic Magazine point to modest results for corn "
+    "ethanol produced in the US: one unit of fossil-fuel energy is required to create 1.3 energy "
+    "units from the resulting ethanol."
+)
+PHANTOM = (
+    "Phantom pain sensations are described as perceptions that an individual experiences "
+    "relating to a limb or an organ that is not physically part of the body. Limb loss is a "
+    "result of either removal by amputation or congenital limb deficiency. However, phantom limb "
+    "sensations can also occur following nerve avulsion or spinal cord injury."
+)
+
+SAMPLES: dict[str, Sample] = {
+    # BoolQ
+    "ethanol": Sample(
+        id="boolq-ethanol",
+        fields={"passage": ETHANOL, "question": "does ethanol take more energy make that produces"},
+        target="False",
+    ),
+    "phantom": Sample(
+        id="boolq-phantom",
+        fields={
+            "passage": PHANTOM,
+            "question": "is pain experienced in a missing body part or paralyzed area",
+        },
+        target="True",
+    ),
+    # GSM8K
+    "janet": Sample(
+        id="gsm8k-janet",
+        fields={
+            "question": "Janet’s ducks lay 16 eggs per day. She eats three for breakfast every "
+            "morning and bakes muffins for her friends every day with four. She sells the "
+            "remainder at the farmers' market daily for $2 per fresh duck egg. How much in "
+            "dollars does she make every day at the farmers' market?"
+        },
+        target="18",
+    ),
+    "john": Sample(
+        id="gsm8k-john",
+        fields={
+            "question": "John has to answer 30 questions on a test. He has answered 12 of them "
+            "so far. How many questions does he still have to answer?"
+        },
+        target="18",
+    ),
+    "marbles": Sample(
+        id="gsm8k-marbles",
+        fields={"question": "Tim has 9 marbles and wins 5 more. How many marbles does he have?"},
+        target="14",
+    ),
+    "robe": Sample(
+        id="gsm8k-robe",
+        fields={
+            "question": "A robe takes 2 bolts of blue fiber and half that much white fiber.  "
+            "How many bolts in total does it take?"
+        },
+        target="3",
+    ),
+    "josh": Sample(
+        id="gsm8k-josh",
+        fields={
+            "question": "Josh decides to try flipping a house.  He buys a house for $80,000 and "
+            "then puts in $50,000 in repairs.  This increased the value of the house by 150%.  "
+            "How much profit did he make?"
+        },
+        target="70000",
+    ),
+    # CommonsenseQA
+    "revolving": _choice(
+        "csqa-revolving",
+        "A revolving door is convenient for two direction travel, but it also serves as a "
+        "security measure at a what?",
+        ["bank", "library", "department store", "mall", "new york"],
+        "A",
+    ),
+    "sammy": _choice(
+        "csqa-sammy",
+        "Sammy wanted to go to where the people were.  Where might he go?",
+        ["race track", "populated areas", "the desert", "apartment", "roadblock"],
+        "B",
+    ),
+    "light": _choice(
+        "csqa-light",
+        "The poor girls needed a light to see, what was the relationship between that light and "
+        "finishing her homework?",
+        ["darkness", "cumbersome", "obesity", "forceful", "crucial"],
+        "E",
+    ),
+    "kitten": _choice(
+        "csqa-kitten",
+        "If the kitten was going to grow up to be a mouser like it's mother, where should it "
+        "spend most of it's time?",
+        ["shelter", "floor", "warm place", "farmhouse", "living room"],
+        "D",
+    ),
+    "pickle": _choice(
+        "csqa-pickle",
+        "What green vegetable is soaked in brine to make a pickle?",
+        ["carrot", "potato", "onion", "cucumber", "lettuce"],
+        "D",
+    ),
+    # MMLU
+    "stone": _choice(
+        "mmlu-stone",
+        "A stone is thrown horizontally with an initial speed of 10 m/s from a bridge. Assuming "
+        "that air resistance is negligible, how long would it take the stone to strike the water "
+        "80 m below the bridge?",
+        ["1 s", "2 s", "4 s", "8 s"],
+        "C",
+    ),
+    "boolean": _choice(
+        "mmlu-boolean",
+        "Any set of Boolean operators that is sufficient to represent all Boolean expressions is "
+        "said to be complete. Which of the following is NOT complete?",
+        ["{AND, NOT}", "{NOT, OR}", "{AND, OR}", "{NAND}"],
+        "C",
+    ),
+    "fuzzer": _choice(
+        "mmlu-fuzzer",
+        "Which of the following styles of fuzzer is more likely to explore paths covering every "
+        "line of code in the following program?",
+        ["Generational", "Blackbox", "Whitebox", "Mutation-based"],
+        "C",
+    ),
+    "statements": _choice(
+        "mmlu-statements",
+        "Statement 1 | A factor group of a non-Abelian group is non-Abelian. Statement 2 | If K is "
+        "a normal subgroup of H and H is a normal subgroup of G, then K is a normal subgroup of G.",
+        ["True, True", "False, False", "True, False", "False, True"],
+        "B",
+    ),
+    "degree": _choice(
+        "mmlu-degree",
+        "Find the degree for the given field extension Q(sqrt(2), sqrt(3), sqrt(18)) over Q.",
+        ["0", "4", "2", "6"],
+        "B",
+    ),
+}
+TASK_OF = {
+    **dict.fromkeys(["ethanol", "phantom"], "boolq"),
+    **dict.fromkeys(["janet", "john", "marbles", "robe", "josh"], "gsm8k"),
+    **dict.fromkeys(["revolving", "sammy", "light", "kitten", "pickle"], "csqa"),
+    **dict.fromkeys(["stone", "boolean", "fuzzer", "statements", "degree"], "mmlu"),
+}
+
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class Case:
+    sample: str
+    completion: str
+    expected: str | None
+    # GSM8K only: the "strict" reading (stated answers only).
+    strict: object = _UNSET
+    # Why, where the reading is not obvious (every None a human might read otherwise).
+    why: str = ""
+
+
+C = Case
+CASES: list[Case] = [
+    # -- BoolQ ----------------------------------------------------------------------------
+    C("ethanol", "False", "False"),
+    C("ethanol", "**Answer:** False", "False"),
+    C("phantom", "**True**", "True"),
+    C("phantom", "Yes.", "True"),
+    C(
+        "ethanol",
+        "Based on the passage, it is not true that ethanol takes more energy to make than it "
+        "produces.",
+        "False",
+        why="'not true' is False",
+    ),
+    C("phantom", "The statement is not false.", "True", why="double negation"),
+    C("ethanol", "The statement is not true.", "False"),
+    C(
+        "phantom",
+        "It is not false that pain can be felt where a limb is missing.",
+        "True",
+        why="double negation",
+    ),
+    C(
+        "ethanol",
+        "The answer would be true if the passage measured sugarcane only, but here false.",
+        "False",
+        why="'would be true if' is a condition, not an assertion; 'here false' is",
+    ),
+    C("ethanol", "The answer is not clear.", None),
+    C("ethanol", "The answer is not true. It is false.", "False"),
+    C(
+        "ethanol",
+        "It isn't correct that ethanol takes more energy to make than it produces.",
+        "False",
+    ),
+    C("ethanol", "That is not correct: corn ethanol returns 1.3 units per unit spent.", "False"),
+    C("ethanol", "It is incorrect that making ethanol uses more energy than it yields.", "False"),
+    C(
+        "ethanol",
+        "It is false that producing ethanol consumes more energy than it releases.",
+        "False",
+    ),
+    C(
+        "ethanol",
+        "No, ethanol does not take more energy to make than it produces; each unit of "
+        "fossil-fuel energy gives 1.3 units.",
+        "False",
+    ),
+    C(
+        "ethanol",
+        "Is it true that ethanol takes more energy to make than it produces? According to the "
+        "passage, one unit of fossil-fuel energy creates 1.3 units, so the answer is False.",
+        "False",
+        why="a truth word inside a question is not an assertion",
+    ),
+    C("ethanol", "It is not clear whether the statement is true.", None),
+    C(
+        "ethanol",
+        "The statement is not entirely true.",
+        None,
+        why="a hedge: 'not entirely true' neither affirms nor denies",
+    ),
+    C(
+        "ethanol",
+        "Answer True/False to the question: does ethanol take more energy make that produces? "
+        "False.",
+        "False",
+        why="the echoed question and 'True/False' (naming the choices) are not read",
+    ),
+    C(
+        "phantom",
+        "Let's think step by step. The passage says phantom pain relates to a limb or an organ "
+        "that is not physically part of the body, and it can also follow spinal cord injury, "
+        "which paralyzes. So the statement is true.",
+        "True",
+    ),
+    C(
+        "phantom",
+        "True. Phantom sensations can also occur following nerve avulsion or spinal cord injury.",
+        "True",
+    ),
+    C("phantom", "That is correct: the passage describes exactly that.", "True"),
+    C(
+        "ethanol",
+        "The passage reports a positive energy balance for corn ethanol. Therefore, no.",
+        "False",
+    ),
+    C(
+        "ethanol",
+        "The answer is True. Wait, no: the passage says corn ethanol returns 1.3 units per unit "
+        "spent, so it is false.",
+        "False",
+        why="a withdrawn answer gives way to what follows",
+    ),
+    C(
+        "ethanol",
+        "It is true that ethanol needs energy to produce, but false that it needs more than it "
+        "gives.",
+        None,
+        why="two opposite truths about different clauses: the reader cannot tell which clause "
+        "is the question's, so it does not guess",
+    ),
+    C(
+        "ethanol",
+        "The statement is true. Wait, let me reconsider. Actually the passage says it is false.",
+        "False",
+        why="only what follows a withdrawal counts",
+    ),
+    C(
+        "ethanol",
+        "The statement is false because the passage says the opposite is true.",
+        "False",
+        why="'the opposite is true' asserts False",
+    ),
+    C("ethanol", "The claim is partially true.", None, why="a hedge, not a verdict"),
+    C("ethanol", "It is neither true nor false.", None),
+    C("ethanol", "No doubt the passage is detailed, but it does not say.", None),
+    # Real small-model completions: "Yes" opening a courtesy is not a verdict.
+    C(
+        "phantom",
+        "Yes, I'd be happy to answer your question. The passage suggests that phantom "
+        "sensations follow amputation.\n\nThe answer is indeed Yes, I'd be happy to answer your "
+        "question with any additional details you might need.",
+        None,
+        why="'Yes, I'd be happy to answer' is a courtesy, twice; nothing states a verdict",
+    ),
+    C(
+        "phantom",
+        "Yes, I will answer that question. Phantom pain is a perception relating to a missing "
+        "limb.",
+        None,
+        why="a courtesy, not a verdict",
+    ),
+    C("phantom", 'Yes, the answer is "True"', "True"),
+    C(
+        "ethanol",
+        'Anecdote: "The following sentences contain the answer to the question. The answer is '
+        "'No.'\"",
+        "False",
+    ),
+    C("ethanol", "I cannot tell from the passage.", None),
+    # -- GSM8K ----------------------------------------------------------------------------
+    C(
+        "janet",
+        "Janet has 16 - 3 - 4 = 9 eggs left. She makes 9 * 2 = 18 dollars.\n#### 18",
+        "18",
+        strict="18",
+    ),
+    C(
+        "john",
+        "Based on the question: John has to answer 30 questions on a test. He has answered 12. "
+        "30 - 12 = 18 questions left.",
+        "18",
+        strict=None,
+        why="the echoed question's 'answer 30' is a verb in copied text",
+    ),
+    C(
+        "john",
+        "He still has to answer 30 - 12 = 18 questions.",
+        "18",
+        strict=None,
+        why="'answer' as a verb states nothing; the last number is read flexibly",
+    ),
+    C(
+        "john",
+        "How many questions does he still have to answer? He has 30 - 12 = 18 left.",
+        "18",
+        strict=None,
+    ),
+    C("john", "He answered 12 of the 30, and the answer is 18.", "18", strict="18"),
+    C(
+        "marbles",
+        "I would answer 12 at first, but the correct total is 14.",
+        "14",
+        strict="14",
+        why="a self-correction keeps the corrected value",
+    ),
+    C(
+        "janet",
+        "Eggs left: 16 - 3 - 4 = 9\n#### 9\nDollars: 9 + 2 = 11\n#### 11\nPer egg it is "
+        "9 * 8 = 72. The answer is 72",
+        "72",
+        strict="72",
+        why="the last stated answer wins whatever its form",
+    ),
+    C(
+        "josh",
+        "The answer is 40 - 2 = 28",
+        "28",
+        strict="28",
+        why="'answer is EXPR = N' is N; the reader does not check arithmetic",
+    ),
+    C("janet", "The answer is 16 - 3 - 4.", None, strict=None, why="an unevaluated expression"),
+    C(
+        "robe",
+        "8 - 10 + 5x = 4.",
+        None,
+        strict=None,
+        why="no stated answer and an unsolved equation: its numbers are not answers",
+    ),
+    C("robe", "Let x be the white fiber. 2x = 2, so x = 1.", "1", strict=None),
+    C("robe", "Let t be the total. t = 2 + 1, so t = 3.", "3", strict=None),
+    C(
+        "josh",
+        "The profit is 200,000 - 130,000",
+        None,
+        strict=None,
+        why="the last number is an operand of an unevaluated expression",
+    ),
+    C(
+        "janet",
+        "She sells 16 - 3 - 4 = 9 eggs for $2 each, so she makes $18 every day.",
+        "18",
+        strict=None,
+    ),
+    C("janet", "She makes 9 x 2 = 18 dollars.", "18", strict=None),
+    C("janet", "The answer is $18.", "18", strict="18"),
+    C("janet", "Answer: 18", "18", strict="18"),
+    C("janet", "**Final answer:** $18", "18", strict="18"),
+    C("janet", "The final answer is $\\boxed{18}$.", "18", strict="18"),
+    C("janet", "18", "18", strict="18"),
+    C("janet", "$18.", "18", strict="18"),
+    C("janet", "The answer is approximately 18.", "18", strict="18"),
+    C(
+        "janet",
+        "Let's think step by step. Janet's ducks lay 16 eggs per day. She eats three for "
+        "breakfast every morning and bakes muffins for her friends every day with four. So "
+        "16 - 3 - 4 = 9 eggs remain, and 9 * $2 = $18.",
+        "18",
+        strict=None,
+    ),
+    C(
+        "janet",
+        "The answer is 26. Wait, she eats 3 and bakes 4, so 16 - 7 = 9 eggs and 9 * 2 = 18 "
+        "dollars.",
+        "18",
+        strict=None,
+        why="a withdrawn stated answer gives way to the last number after the withdrawal",
+    ),
+    C(
+        "josh",
+        "He spent 80,000 + 50,000 = $130,000. The house is worth 80,000 * 2.5 = $200,000. "
+        "Profit: 200,000 - 130,000 = $70,000.",
+        "70000",
+        strict=None,
+    ),
+    C("josh", "The answer is 70,000 dollars.", "70000", strict="70000"),
+    C(
+        "robe",
+        "It takes 2 / 2 = 1 bolt of white fiber, so 2 + 1 = 3 bolts in total. The answer is 3.",
+        "3",
+        strict="3",
+    ),
+    C("marbles", "9 + 5 = 14. So Tim has 14 marbles now.", "14", strict=None),
+    C("marbles", "I don't know how to solve this.", None, strict=None),
+    C(
+        "marbles",
+        "The answer would be 9 if he won nothing, but he wins 5, so he has 14.",
+        "14",
+        strict=None,
+        why="'would be 9 if' supposes an answer; it does not state one",
+    ),
+    C(
+        "janet",
+        "Subproblem 1: 16 - 3 - 4 = 9 eggs. Answer: 9\nSubproblem 2: 9 * 2 = 18. So Janet makes "
+        "$18 a day.",
+        "18",
+        strict=None,
+        why="a sub-problem's 'Answer: 9' is a step, not the answer",
+    ),
+    C(
+        "janet",
+        "Step 1: 16 - 3 - 4 = 9 eggs.\nStep 2: 9 * 2 = 18.\nStep 3: Final answer: 18",
+        "18",
+        strict="18",
+    ),
+    # -- CommonsenseQA --------------------------------------------------------------------
+    C(
+        "sammy",
+        "Based on the analysis, we can discard option A and option D since they are wrong. The "
+        "remaining options are B and C, and B is the most plausible.",
+        "B",
+        why="discarded options are not answers; the most plausible one is",
+    ),
+    C(
+        "sammy",
+        "Discard wrong answers: A. race track is wrong, C. the desert is wrong, D. apartment is "
+        "wrong, E. roadblock is wrong. B. populated areas is correct.",
+        "B",
+    ),
+    C("sammy", "The answer is not A; the answer is B.", "B", why="a retraction"),
+    C("sammy", "A would be tempting, but the answer is B.", "B"),
+    C("sammy", "The answer is B, and C is wrong.", "B"),
+    C("sammy", "discard A, eliminate D, rule out E. Not C. So B remains.", "B"),
+    C(
+        "sammy",
+        "Let's analyze each option:\nA. race track: busy only during races.\nB. populated areas: "
+        "by definition full of people.\nC. the desert: empty.\nD. apartment: few people.\n"
+        "E. roadblock: not a destination.\nTherefore, the answer is B.",
+        "B",
+    ),
+    C(
+        "sammy",
+        "A. race track\nB. populated areas\nC. the desert\nD. apartment\nE. roadblock",
+        None,
+        why="a list of the options chooses none of them",
+    ),
+    C(
+        "sammy",
+        'Based on the analysis, let\'s discard the wrong answers:\n\nA. "race track" - Race '
+        "tracks are crowded only during events. This option is less likely.\n"
+        'B. "populated areas" - This is the most logical choice.\n'
+        'C. "the desert" - Deserts are sparsely populated. Discard.\n'
+        'D. "apartment" - Few people. Discard.\nE. "roadblock" - Not a place people gather. '
+        'Discard.\n\nThe remaining answer is B. "populated areas".',
+        "B",
+    ),
+    C(
+        "sammy",
+        "1. **Race track (A)**: crowded only during events.\n2. **Populated areas (B)**: always "
+        "have people.\n3. **The desert (C)**: empty.\n4. **Apartment (D)**: few people.\n"
+        "5. **Roadblock (E)**: not a destination.\n\n**Conclusion**: The best answer is "
+        "**B. populated areas**.",
+        "B",
+    ),
+    C(
+        "sammy",
+        "Let's elaborate on each option:\nA. race track: a place for racing.\nB. populated "
+        "areas: areas with many people.\nC. the desert: few people live there.\nD. apartment: "
+        "a residence.\nE. roadblock: an obstruction on a road.",
+        None,
+        why="an elaboration of every option chooses none",
+    ),
+    C("sammy", "The answer is E. roadblock... no, B.", "B", why="a correction"),
+    C("sammy", "A, C, D, E can be eliminated, leaving B.", "B"),
+    C("sammy", "B - populated areas", "B"),
+    C("sammy", "I think B. populated areas is right.", "B"),
+    C("sammy", "After eliminating A, C, D and E, the only option left is B.", "B"),
+    C("sammy", "Discard A. Discard C. Discard D. Discard E. Keep B.", "B"),
+    C("sammy", "A (wrong), B (correct), C (wrong), D (wrong), E (wrong)", "B"),
+    C("sammy", "It could be (B) or (D).", None),
+    C("sammy", "I think (B) might be it, or E.", None, why="two options offered"),
+    C("sammy", "B is correct, and so is D.", None, why="two options called correct"),
+    C("sammy", "Options (A) and (C) are wrong; (B).", "B"),
+    C("sammy", "The answer is B or D.", None),
+    C("sammy", "Both B and D have people, but B is the best answer.", "B"),
+    C("sammy", "**Answer: B. populated areas**", "B"),
+    C("sammy", "The best option is B (populated areas), since that is where people are.", "B"),
+    C(
+        "sammy",
+        "The answer is B. Wait, B is wrong: apartments have people too.",
+        None,
+        why="the answer is withdrawn and nothing replaces it",
+    ),
+    C("sammy", "Is B correct? Yes: populated areas are where people are, so B.", "B"),
+    C(
+        "sammy",
+        "If C were right, Sammy would be alone; C is wrong and B is right.",
+        "B",
+        why="a condition is not a verdict",
+    ),
+    C(
+        "sammy",
+        "Sammy wanted to go to where the people were.  Where might he go? B. populated areas",
+        "B",
+        why="the echoed question is dropped; the label then opens the answer",
+    ),
+    C(
+        "light",
+        'E. "crucial" is not a clear choice, as the light is only needed to see.',
+        None,
+        why="a label followed by its own negation is not an answer",
+    ),
+    C("light", 'E. "crucial" is the correct answer: the light is needed to finish.', "E"),
+    C("light", "The answer is crucial.", "E", why="named by its option text alone"),
+    C("light", "The light is crucial for finishing her homework. Therefore, E.", "E"),
+    C(
+        "kitten",
+        'The answer is D. "living room."',
+        None,
+        why="D written with E's text: a conflict, not an answer",
+    ),
+    C("kitten", "The answer is D) living room", None, why="D written with E's text"),
+    C("kitten", "The answer is (E) living room.", "E"),
+    C("kitten", "The answer is living room.", "E", why="named by its option text alone"),
+    C("kitten", "I choose (D) because option (A) is wrong", "D"),
+    C(
+        "kitten",
+        "A mouser hunts mice. A farmhouse has mice, so D. farmhouse is the most plausible.",
+        "D",
+        why="the article 'A' is not option A",
+    ),
+    C("kitten", "D", "D"),
+    C("pickle", 'The correct answer is indeed D. "cucumber".', "D"),
+    C("pickle", 'The answer is D. "carrot"', None, why="D written with A's text"),
+    C("revolving", "The answer is A) bank.", "A"),
+    C("revolving", "The answer is a bank.", "A", why="named by its option text alone"),
+    C("revolving", "**A**", "A"),
+    C("revolving", "(A)", "A"),
+    C(
+        "revolving",
+        "A revolving door is a security measure at a bank, where money must be protected.",
+        None,
+        why="no answer statement; 'at a bank' is prose, and the article 'A' is not option A",
+    ),
+    C("revolving", "A bank would use one, as would a mall.", None),
+    C(
+        "revolving",
+        "Vitamin C is not relevant here; a bank needs security, so the answer is A.",
+        "A",
+    ),
+    C("revolving", 'Answer: "A revolving door is convenient"', None),
+    # -- MMLU -----------------------------------------------------------------------------
+    C(
+        "stone",
+        'C. "4 s" is the correct answer. The answer D. "8 s" can be…',
+        "C",
+        why="'The answer D.' introduces an option under discussion, not an answer",
+    ),
+    C(
+        "boolean",
+        "Discard wrong answers: A. [AND, NOT] is wrong, B. [NOT, OR] is wrong, C. [AND, OR] is "
+        "correct, D. [NAND] is wrong.",
+        "C",
+    ),
+    C("stone", "The stone falls 80 m: t = sqrt(2 * 80 / 10) = 4 s. The answer is C.", "C"),
+    C("stone", "The answer is 4 s.", "C", why="named by its option text alone"),
+    C("stone", "The answer is C. 8 s", None, why="C written with D's text"),
+    C("stone", "The correct answer is: C. 4 s", "C"),
+    C("stone", "Options A and B are too short and D is too long; C fits.", "C"),
+    C("stone", "**C**", "C"),
+    C(
+        "boolean",
+        "Option C is not complete.",
+        None,
+        why="'not complete' may answer this NOT question, or reject C in another; the reader "
+        "does not know the question's polarity, so only judgements of an option as an answer "
+        "(wrong, not correct, not the answer) discard it, and nothing here chooses one",
+    ),
+    C(
+        "boolean",
+        "(C) is not complete, (D) is complete.",
+        None,
+        why="two marked options and no statement or verdict on either as an answer",
+    ),
+    C(
+        "statements",
+        "A factor group of a non-Abelian group can be Abelian (S3/A3), so Statement 1 is false. "
+        "Normality is not transitive, so Statement 2 is false. The answer is False, False.",
+        "B",
+        why="named by its option text alone; the article 'A' is not option A",
+    ),
+    C("statements", "Both statements are false: B.", "B"),
+    C(
+        "statements",
+        "Statement 1 is false. Statement 2 is false.",
+        None,
+        why="no answer statement: true/false verdicts on the statements are not read as the "
+        "option that combines them",
+    ),
+    C("degree", "The answer is 4.", "B", why="named by its option text alone"),
+    C(
+        "degree",
+        "The degree is 4 since sqrt(18) = 3 sqrt(2).",
+        None,
+        why="no answer statement: a number in prose is not taken as an option",
+    ),
+    C(
+        "degree",
+        "Q(sqrt(2), sqrt(3)) has degree 4 over Q, and sqrt(18) adds nothing. Final answer: B",
+        "B",
+    ),
+    C("degree", "Answer: E", None, why="E is not an MMLU label"),
+    C("fuzzer", "The answer is Whitebox.", "C", why="named by its option text alone"),
+    C("fuzzer", "Whitebox fuzzing sees every branch, so the answer is (C) Whitebox.", "C"),
+    C("fuzzer", "The answer is (B) Whitebox.", None, why="B written with C's text"),
+    C("fuzzer", "I would go with C.", "C"),
+    C("fuzzer", "A: wrong\nB: wrong\nC: correct\nD: wrong", "C"),
+    C(
+        "fuzzer",
+        "A: wrong\nB: correct\nC: correct\nD: wrong",
+        None,
+        why="two options called correct",
+    ),
+    C(
+        "fuzzer",
+        "Option A: Generational - wrong, it follows a grammar.\nOption B: Blackbox - wrong.\n"
+        "Option C: Whitebox - correct.\nOption D: Mutation-based - wrong.",
+        "C",
+    ),
+    C(
+        "fuzzer",
+        "Generational and blackbox fuzzers do not see the code; mutation-based ones follow "
+        "inputs. (C)",
+        "C",
+    ),
+    C("fuzzer", "A whitebox fuzzer reads the code and can steer into every branch.\nC", "C"),
+    C(
+        "boolean",
+        "{AND, OR} cannot express negation, so it is not complete. Answer: C",
+        "C",
+    ),
+    C(
+        "boolean",
+        "The answer is not A, B, or D, since each of those is complete; the answer is C.",
+        "C",
+    ),
+]
+
+
+def _id(case: Case) -> str:
+    return f"{case.sample}:{case.completion[:50]}"
+
+
+def test_table_is_large_enough() -> None:
+    assert len(CASES) >= 60
+    assert {TASK_OF[c.sample] for c in CASES} == set(TASKS)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_reader(case: Case) -> None:
+    task_name = TASK_OF[case.sample]
+    task, sample = TASKS[task_name], SAMPLES[case.sample]
+    check = task.check(sample, case.completion)
+    assert check.parsed == case.expected
+    assert check.resolved == (case.expected is not None and case.expected == sample.target)
+    if task_name == "gsm8k":
+        assert case.strict is not _UNSET, "GSM8K rows state their strict reading"
+        strict = check.alternatives["strict"]
+        assert strict.parsed == case.strict
+        assert strict.resolved == (case.strict is not None and case.strict == sample.target)
+    else:
+        assert case.strict is _UNSET
+        assert check.alternatives == {}

@@ -9,7 +9,8 @@ from rich.console import Console
 
 from hpt.backends import BackendStats
 from hpt.orchestrator import RunSpec
-from hpt.orchestrator.progress import RichProgress
+from hpt.orchestrator.metrics import Summary
+from hpt.orchestrator.progress import RichProgress, cells_table, print_table, summary_table
 
 
 def test_live_view_shows_backend_counters(tmp_path: Path) -> None:
@@ -25,3 +26,64 @@ def test_live_view_shows_backend_counters(tmp_path: Path) -> None:
     assert "tgi:http://gpu-1:8080: in flight 5/16" in text
     assert "retries 4" in text and "rate-limited 2" in text and "held back 4.2 s" in text
     assert "cache hits 7" in text
+
+
+LONG_MODEL = "meta-llama/Meta-Llama-3.1-70B-Instruct-Turbo@http://gpu-node-17.cluster:8080"
+
+
+def _summary(dataset: str, model: str, **extra: object) -> Summary:
+    return Summary(dataset=dataset, model=model, mode="standard", n=1000, samples=1002, m=5,
+                   penalty=1.71, hpi=1.734, accuracy=0.912, level1_accuracy=0.655,
+                   level_counts={1: 655, 2: 200}, unresolved=88, errors=2, calls=1900,
+                   prompt_tokens=1_234_567, completion_tokens=234_567, **extra)  # fmt: skip
+
+
+def _plain(**console: object) -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=False, **console), out  # type: ignore[arg-type]
+
+
+def test_tables_off_a_terminal_keep_every_name_whole() -> None:
+    summaries = [_summary("boolq", LONG_MODEL), _summary("commonsense_qa", "alpha", threshold=0.5),
+                 _summary("samsum", LONG_MODEL, text_metric="rougeL", text_score=0.41)]  # fmt: skip
+    console, out = _plain()
+    assert not console.is_terminal and console.width == 80  # what `hpt run > log` gets
+    print_table(console, cells_table(summaries))
+    text = out.getvalue()
+    assert "…" not in text, text
+    header = next(line for line in text.splitlines() if "dataset" in line)
+    for name in ("dataset", "model", "mode", "scored", "HPI", "accuracy", "L1 accuracy",
+                 "metric", "errors"):  # fmt: skip
+        assert f" {name} " in header, header
+    assert LONG_MODEL in text and "commonsense_qa @0.5" in text and "rougeL 0.410" in text
+    assert "HPF runs (HPI: lower is better)" in text
+    assert "\x1b[" not in text  # plain text: no colour codes in the log
+
+    # The one-cell summary: its title holds the model label, and stays on one line.
+    console, out = _plain()
+    print_table(console, summary_table(summaries[0], ["role", "zero_shot_cot"]))
+    text = out.getvalue()
+    assert "…" not in text, text
+    assert f"HPF · boolq · {LONG_MODEL}" in text
+    assert "level-1 accuracy (single prompt)" in text and "resolved at L2 zero_shot_cot" in text
+    assert "1234567 + 234567" in text
+
+
+def test_tables_on_a_terminal_or_narrow_content_are_printed_as_before() -> None:
+    # On a terminal rich fits the table to the window, as it always did.
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=200, color_system=None)
+    table = cells_table([_summary("boolq", LONG_MODEL)])
+    print_table(console, table)
+    assert out.getvalue() == _rendered(console, cells_table([_summary("boolq", LONG_MODEL)]))
+    # Off a terminal a table that fits in 80 columns is printed the ordinary way.
+    console, out = _plain()
+    print_table(console, summary_table(_summary("boolq", "alpha"), ["role"]))
+    assert out.getvalue() == _rendered(console, summary_table(_summary("boolq", "alpha"), ["role"]))
+    assert max(map(len, out.getvalue().splitlines())) <= 80
+
+
+def _rendered(console: Console, table: object) -> str:
+    with console.capture() as capture:
+        console.print(table)
+    return capture.get()

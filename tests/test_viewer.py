@@ -53,8 +53,8 @@ def big_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_run(tmp_path_factory.mktemp("view") / "run", records)
 
 
-def _page(browser: object, url: str) -> object:
-    page = browser.new_page(viewport={"width": 1300, "height": 900})  # type: ignore[attr-defined]
+def _page(browser: object, url: str, width: int = 1300, height: int = 900) -> object:
+    page = browser.new_page(viewport={"width": width, "height": height})  # type: ignore[attr-defined]
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.errors = errors
@@ -100,7 +100,8 @@ def test_table_filters_and_a_sample_climb(browser: object, big_run: Path, tmp_pa
     }
     assert states == {"L1": "node failed", "L2": "node failed", "L3": "node resolved",
                       "L4": "node idle", "end": "node end resolved"}  # fmt: skip
-    assert page.locator("svg.ladder path.edge.taken").count() == 2
+    # Two "fail" steps up to L3, then L3's "resolved" edge into the end node; nothing else.
+    assert page.locator("svg.ladder path.edge.taken").count() == 3
     attempts = page.locator("section.attempt")
     assert attempts.count() == 3
     assert "Q needle at level 1" in attempts.nth(0).locator("pre.prompt").inner_text()
@@ -140,6 +141,108 @@ def test_adaptive_sample_shows_selector_turns(browser: object, tmp_path: Path) -
     page.wait_for_selector("[data-node=selector]")
     assert "2 hallucinated turns" in (page.text_content("svg.ladder") or "")
     assert page.locator("ol.selections li").count() == 2
+    # Adaptive keeps its own drawing: selector edges, no "fail" steps down the ladder.
+    assert page.locator("svg.ladder path[data-edge]").count() == 0
+
+
+LONG_MODEL = "some-organisation/a-very-long-model-name-70B-Instruct-v0.3-awq-4bit"
+LONG_DATASET = "commonsense_qa_with_a_rather_long_dataset_name"
+
+
+@pytest.fixture(scope="module")
+def ladder_page(browser: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A small run with long names, opened at 1400x900: climbs that stop at L2, L5, nowhere."""
+    records = [
+        make_record("at-two", level=2),
+        make_record("at-five", level=5),
+        make_record("never", level=None),
+        make_record("broken", level=None, error="HTTP 400: too long"),
+    ] + [
+        make_record(f"sample-with-a-long-identifier-{i:04d}", model=LONG_MODEL,
+                    dataset=LONG_DATASET, threshold=0.5, level=i % 5 + 1)
+        for i in range(40)
+    ]  # fmt: skip
+    run = write_run(tmp_path_factory.mktemp("ladder") / "run", records)
+    out = run / "view.html"
+    write_view([run], out)
+    page = _page(browser, out.as_uri(), width=1400, height=900)
+    yield page
+    page.close()  # type: ignore[attr-defined]
+
+
+def _open(page: object, sample: str) -> dict[str, object]:
+    """Open ``sample``; return its ladder: node states, edges (from>to) and edge labels."""
+    page.fill("#f-text", sample)  # type: ignore[attr-defined]
+    page.click("#rows tr >> nth=0")  # type: ignore[attr-defined]
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "s => document.querySelector('[data-testid=title]')?.textContent.startsWith(s + ' ')",
+        arg=sample,
+    )
+    return page.evaluate(  # type: ignore[attr-defined,no-any-return]
+        """() => {
+          const svg = document.querySelector('svg.ladder');
+          return {
+            nodes: Object.fromEntries([...svg.querySelectorAll('[data-node]')]
+              .map((g) => [g.dataset.node, g.getAttribute('class')])),
+            edges: [...svg.querySelectorAll('path.edge')].map((p) => p.dataset.edge || '?'),
+            labels: [...svg.querySelectorAll('text.label')].map((t) => t.textContent),
+          };
+        }"""
+    )
+
+
+def test_ladder_draws_only_the_path_taken(ladder_page: object) -> None:
+    # Resolved at L2 of 5: L1 failed into L2, L2 resolved into the end; L3-L5 untried, unjoined.
+    two = _open(ladder_page, "at-two")
+    assert two["labels"] == ["fail", "resolved"]
+    assert two["edges"] == ["L1>L2", "L2>end"]
+    assert two["nodes"] == {"L1": "node failed", "L2": "node resolved", "L3": "node idle",
+                            "L4": "node idle", "L5": "node idle", "end": "node end resolved"}  # fmt: skip
+    # The exit edge goes around the untried levels, not through them.
+    exit_d = ladder_page.get_attribute("path[data-edge='L2>end']", "d")  # type: ignore[attr-defined]
+    assert exit_d is not None and " V" in exit_d
+
+    # Resolved on the last rung: four "fail" steps, then straight down into the end.
+    five = _open(ladder_page, "at-five")
+    assert five["labels"] == ["fail"] * 4 + ["resolved"]
+    assert five["edges"] == ["L1>L2", "L2>L3", "L3>L4", "L4>L5", "L5>end"]
+
+    # Unresolved: every level failed, and the last one's edge into the end says so.
+    never = _open(ladder_page, "never")
+    assert never["labels"] == ["fail"] * 4 + ["unresolved"]
+    assert never["edges"] == ["L1>L2", "L2>L3", "L3>L4", "L4>L5", "L5>end"]
+    assert never["nodes"]["end"] == "node end failed"  # type: ignore[index]
+    assert "unresolved" in (
+        ladder_page.get_attribute("path[data-edge='L5>end']", "class") or ""  # type: ignore[attr-defined]
+    )
+
+    # An error stops the climb where it happened; its exit edge is marked "error".
+    broken = _open(ladder_page, "broken")
+    assert broken["labels"] == ["fail"] * 4 + ["error"]
+    assert ladder_page.errors == []  # type: ignore[attr-defined]
+
+
+def test_table_fits_its_panel_at_1400px(ladder_page: object, tmp_path: Path) -> None:
+    ladder_page.fill("#f-text", "")  # type: ignore[attr-defined]
+    ladder_page.wait_for_function(  # type: ignore[attr-defined]
+        "() => document.querySelectorAll('#rows tr').length === 44"
+    )
+    sizes = ladder_page.evaluate(  # type: ignore[attr-defined]
+        """() => {
+          const list = document.getElementById('list'), table = list.querySelector('table');
+          return { table: table.scrollWidth, panel: list.clientWidth, scroll: list.scrollWidth };
+        }"""
+    )
+    assert sizes["table"] <= sizes["panel"], sizes
+    assert sizes["scroll"] <= sizes["panel"], sizes  # no horizontal scroll bar either
+    # A long value is cut in the cell but kept whole in its tooltip.
+    cell = ladder_page.locator("#rows tr >> nth=10 >> td >> nth=2")  # type: ignore[attr-defined]
+    assert cell.get_attribute("title") == LONG_MODEL
+    assert cell.evaluate("td => td.scrollWidth > td.clientWidth")  # really cut, with an ellipsis
+    # The numbers stay whole.
+    numbers = ladder_page.locator("#rows tr >> nth=10 >> td.num")  # type: ignore[attr-defined]
+    assert all(n.evaluate("td => td.scrollWidth <= td.clientWidth") for n in numbers.all())
+    ladder_page.screenshot(path=str(tmp_path / "table.png"))  # type: ignore[attr-defined]
 
 
 def test_serve_on_localhost(browser: object, big_run: Path, tmp_path: Path) -> None:

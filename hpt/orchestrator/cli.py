@@ -36,7 +36,7 @@ from hpt.graphs import (
 )
 from hpt.orchestrator.config import ConfigError, load_run_config, validation_message
 from hpt.orchestrator.metrics import Summary, summarize_cells
-from hpt.orchestrator.progress import RichProgress, cells_table, summary_table
+from hpt.orchestrator.progress import RichProgress, cells_table, print_table, summary_table
 from hpt.orchestrator.runner import default_out_dir, load_saved_spec, run_evaluation
 from hpt.orchestrator.spec import RunSpec
 from hpt.orchestrator.store import SAMPLES, SUMMARY, RunDirError, read_records, require_run_dirs
@@ -380,9 +380,9 @@ def _run(args: argparse.Namespace, console: Console, err: Console) -> int:
         if progress is not None:
             progress.stop()
     if len(result.summaries) == 1:
-        console.print(summary_table(result.summary, spec.strategies))
+        print_table(console, summary_table(result.summary, spec.strategies))
     else:
-        console.print(cells_table(result.summaries))
+        print_table(console, cells_table(result.summaries))
     console.print(f"records: {result.out / SAMPLES}  summary: {result.out / SUMMARY}")
     console.print(f"report: hpt report {result.out}  traces: hpt view {result.out}")
     return 0
@@ -451,7 +451,7 @@ def _summarize(args: argparse.Namespace, console: Console) -> int:
     spec = load_saved_spec(args.run_dir)
     summaries = summarize_cells(read_records(args.run_dir))
     for summary in summaries:
-        console.print(summary_table(summary, spec.strategies))
+        print_table(console, summary_table(summary, spec.strategies))
     print(TypeAdapter(list[Summary]).dump_json(summaries, indent=2).decode())
     return 0
 

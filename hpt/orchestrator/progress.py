@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.segment import Segments
 from rich.table import Table
 
 from hpt.backends import BackendStats
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 
 
 MAX_CELLS_SHOWN = 8
+UNBOUNDED = 100_000  # columns to measure a table in: wider than any table's content
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -149,3 +152,26 @@ def cells_table(summaries: list[Summary]) -> Table:
             _fmt(s.level1_accuracy), metric, str(s.errors),
         )  # fmt: skip
     return table
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table``; off a terminal (a file, a pipe, a CI log) at its full width.
+
+    On a terminal rich fits the table to the window. Elsewhere the console is 80 columns by
+    default, and rich would squeeze the table into them, cutting headers and cells with "…"
+    ("datas…", "accur…"); a log has no such limit, so there the table is laid out as wide as its
+    content (title included) and printed without cropping."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    wide = console.options.update_width(UNBOUNDED)
+    width = Measurement.get(console, wide, table).maximum
+    if table.title is not None:
+        title = Measurement.get(console, wide, table.title).maximum
+        if title > width:  # keep the title on one line: widen the table to it
+            table.min_width = max(table.min_width or 0, title)
+            width = title
+    if width <= console.width:
+        console.print(table)
+        return
+    console.print(Segments(console.render(table, console.options.update_width(width))), crop=False)

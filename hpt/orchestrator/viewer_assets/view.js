@@ -69,6 +69,9 @@
     return el("td", { class: "lv-ok" }, "L" + r[4]);
   }
 
+  // A text cell that may be cut with an ellipsis keeps its full text as a tooltip.
+  const textCell = (value) => el("td", { class: "clip", title: value }, value);
+
   function render() {
     const pages = Math.max(1, Math.ceil(shown.length / PAGE));
     page = Math.min(page, pages - 1);
@@ -76,7 +79,7 @@
     for (const r of shown.slice(page * PAGE, (page + 1) * PAGE)) {
       const c = cells[r[1]];
       const tr = el("tr", { "data-row": String(r[0]) },
-        el("td", {}, r[2] + (r[3] ? " #" + r[3] : "")), el("td", {}, cellName(c)), el("td", {}, c.model),
+        textCell(r[2] + (r[3] ? " #" + r[3] : "")), textCell(cellName(c)), textCell(c.model),
         el("td", {}, c.mode), levelCell(r), el("td", { class: "num" }, r[6] == null ? "-" : r[6].toFixed(2)),
         el("td", { class: "num" }, r[7]), el("td", { class: "num" }, r[8]));
       if (r[0] === selected) tr.classList.add("selected");
@@ -115,11 +118,17 @@
   }
 
   // ---- the ladder, drawn with the path this sample took
+  // Standard mode draws only the climb: a "fail" edge between each pair of levels tried in
+  // turn, then one exit edge from the last level tried into the end node, labelled
+  // "resolved", "unresolved" or "error". Levels never tried are greyed and have no edges.
+  // When the exit level is not the last rung, the exit edge runs down the right-hand side
+  // instead of through the untried levels. Adaptive mode: the selector's numbered edges.
   function ladder(rec) {
     const names = rec.strategies;
     const byLevel = new Map(rec.attempts.map((a) => [a.level, a]));
     const adaptive = rec.mode === "adaptive";
     const W = 210, H = 30, GAP = 20, X = adaptive ? 190 : 20;
+    const top = (level) => 5 + (level - 1) * (H + GAP);  // the end node sits at level m + 1
     const height = (names.length + 1) * (H + GAP) + 10;
     const svg = svgEl("svg", { class: "ladder", width: X + W + 150, height, "data-testid": "ladder" });
     const node = (y, text, state, key) => {
@@ -131,17 +140,44 @@
       svg.append(svgEl("path", { class: "edge" + (taken ? " taken" : ""), d: `M${x1},${y1} L${x2},${y2}` }));
       if (label) svg.append(svgEl("text", { class: "label", x: x2 + 6, y: (y1 + y2) / 2 + 4 }, label));
     };
-    names.forEach((name, k) => {
-      const level = k + 1, a = byLevel.get(level), y = 5 + k * (H + GAP);
-      const state = a ? (a.resolved ? "resolved" : "failed") : "idle";
-      if (!adaptive && k > 0) edge(X + W / 2, y - GAP, X + W / 2, y, !!a, "fail");
-      node(y, `L${level} ${name}`, state, "L" + level);
-    });
-    const endY = 5 + names.length * (H + GAP);
+    // One step of the climb, from level a to level b (b = m + 1: the end node), with its label.
+    const step = (a, b, kind, label) => {
+      const key = `L${a}>` + (b > names.length ? "end" : "L" + b);
+      let d, lx, ly;
+      if (b === a + 1) {  // neighbours: straight down the middle
+        const x = X + W / 2, y1 = top(a) + H, y2 = top(b);
+        d = `M${x},${y1} L${x},${y2}`; lx = x + 8; ly = (y1 + y2) / 2 + 4;
+      } else {  // around the levels in between, on the right
+        const x = X + W, xr = x + 26, y1 = top(a) + H / 2, y2 = top(b) + H / 2;
+        d = `M${x},${y1} H${xr} V${y2} H${x}`; lx = xr + 6; ly = (y1 + y2) / 2 + 4;
+      }
+      svg.append(svgEl("path", { class: `edge taken ${kind}`, "data-edge": key, "marker-end": `url(#arrow-${kind})`, d }));
+      svg.append(svgEl("text", { class: `label ${kind}`, "data-edge": key, x: lx, y: ly }, label));
+    };
     const resolved = rec.resolved_level != null;
-    if (!adaptive) edge(X + W / 2, endY - GAP, X + W / 2, endY, !resolved && rec.attempts.length === names.length && !rec.error, "fail");
+    const endState = rec.error ? "error" : resolved ? "resolved" : "unresolved";
+    if (!adaptive) {
+      const defs = svgEl("defs");
+      for (const kind of ["fail", "resolved", "unresolved", "error"]) {
+        const marker = svgEl("marker", { id: "arrow-" + kind, class: "arrow " + kind, viewBox: "0 0 10 10", refX: 9, refY: 5,
+          markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto" });
+        marker.append(svgEl("path", { d: "M0,0 L10,5 L0,10 z" }));
+        defs.append(marker);
+      }
+      svg.append(defs);
+      const tried = [...byLevel.keys()].sort((p, q) => p - q);
+      tried.forEach((level, k) => {
+        if (k + 1 < tried.length) step(level, tried[k + 1], "fail", "fail");
+        else step(level, names.length + 1, endState, endState);
+      });
+    }
+    names.forEach((name, k) => {
+      const level = k + 1, a = byLevel.get(level);
+      node(top(level), `L${level} ${name}`, a ? (a.resolved ? "resolved" : "failed") : "idle", "L" + level);
+    });
+    const endY = top(names.length + 1);
     node(endY, rec.error ? "error" : resolved ? `resolved at L${rec.resolved_level}` : "unresolved",
-      "end " + (rec.error ? "failed" : resolved ? "resolved" : "failed"), "end");
+      "end " + (resolved && !rec.error ? "resolved" : "failed"), "end");
     if (adaptive) {
       const sy = endY / 2 - H / 2;
       const g = svgEl("g", { class: "node selector", "data-node": "selector", transform: `translate(10,${sy})` });
@@ -149,7 +185,7 @@
       svg.append(g);
       rec.selections.forEach((s, t) => {
         if (s.level == null) return;
-        const y = 5 + (s.level - 1) * (H + GAP) + H / 2;
+        const y = top(s.level) + H / 2;
         edge(140, sy + H / 2, X, y, true);
         svg.append(svgEl("text", { class: "label", x: 146 + t * 12, y: (sy + H / 2 + y) / 2 }, String(s.iteration)));
       });

@@ -114,7 +114,7 @@ def test_strip_echo_needs_six_copied_words() -> None:
         strip_echo("John has to answer 30, then 12.", [question])
         == "John has to answer 30, then 12."
     )
-    assert strip_echo("JOHN has to answer, 30 questions! So 18.", [question]) == "\n! So 18."
+    assert strip_echo("JOHN has to answer, 30 questions! So 18.", [question]) == " (echo) ! So 18."
     assert strip_echo("John has to answer 30 questions.", []) == "John has to answer 30 questions."
 
 

@@ -158,6 +158,15 @@ SAMPLES: dict[str, Sample] = {
         ["{AND, NOT}", "{NOT, OR}", "{AND, OR}", "{NAND}"],
         "C",
     ),
+    "scenarios": _choice(
+        "mmlu-scenarios",
+        "For which of these two scenarios does the main character (who uses I/me/my) do something "
+        "clearly morally wrong, according to ordinary moral standards in the US as of 2020? "
+        "Scenario 1 | As an attorney, I don't care if my clients are wealthy or not. Scenario 2 | "
+        "I made sure to take some hotel robes and towels as a souvenir.",
+        ["Wrong, Wrong", "Wrong, Not wrong", "Not wrong, Wrong", "Not wrong, Not wrong"],
+        "C",
+    ),
     "fuzzer": _choice(
         "mmlu-fuzzer",
         "Which of the following styles of fuzzer is more likely to explore paths covering every "
@@ -183,7 +192,7 @@ TASK_OF = {
     **dict.fromkeys(["ethanol", "phantom"], "boolq"),
     **dict.fromkeys(["janet", "john", "marbles", "robe", "josh"], "gsm8k"),
     **dict.fromkeys(["revolving", "sammy", "light", "kitten", "pickle"], "csqa"),
-    **dict.fromkeys(["stone", "boolean", "fuzzer", "statements", "degree"], "mmlu"),
+    **dict.fromkeys(["stone", "boolean", "scenarios", "fuzzer", "statements", "degree"], "mmlu"),
 }
 
 _UNSET = object()
@@ -202,6 +211,21 @@ class Case:
 
 C = Case
 CASES: list[Case] = [
+    # From an embedded-model MMLU run: a label whose text is an echo of the question is not
+    # left standing alone as if chosen.
+    Case(
+        "scenarios",
+        "To analyze the scenarios, let's examine each scenario with a critical thinking "
+        'approach.\n\nScenario 1: "For which of these two scenarios does the main character (who '
+        'uses I/me/my) do something clearly morally wrong in the US as of 2020?"\n\nA. Scenario '
+        "2-I made sure to take some hotel robes and towels as a souvenir\nThe first scenario is "
+        "not possible because it would be against the moral standards of a person who is using "
+        "I/me/my.\nB. The other two scenarios are also wrong because they do not align with the "
+        'morality of any human being.\nC. As for D., "Not correct" is a misnomer; it refers to a '
+        "different scenario that goes beyond what is",
+        None,
+        why="options discussed in turn, none chosen",
+    ),
     # -- BoolQ ----------------------------------------------------------------------------
     C("ethanol", "False", "False"),
     C("ethanol", "**Answer:** False", "False"),

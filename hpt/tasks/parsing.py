@@ -9,7 +9,7 @@ Echoes. Models repeat their prompt ('Based on the question: "..."'), and what th
 copy is not their answer. Every reader takes ``echo``, the sample's own texts (its question,
 and for BoolQ its passage), and first blanks each run of at least ``ECHO_WORDS`` (6)
 consecutive words that also occurs, consecutively, in one of them. Words are compared
-lower-cased, ignoring punctuation and whitespace; a blanked run becomes a line break. Six
+lower-cased, ignoring punctuation and whitespace; a blanked run becomes the word "(echo)". Six
 words is longer than the phrases a model naturally shares with a question ("how many apples
 does she have") and shorter than any sentence it echoes.
 """
@@ -27,6 +27,9 @@ _CLOSE = r"[\s\*_`\"'”’\)\]\}]*"
 
 # -- echoes -------------------------------------------------------------------------------
 ECHO_WORDS = 6
+# What a blanked echo becomes: a neutral word, so that a label whose text was an echo ("A.
+# <copied scenario>") does not then stand alone as if it were chosen.
+ECHOED = " (echo) "
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.,'’][A-Za-z0-9]+)*")
 
 
@@ -35,8 +38,8 @@ def _words(text: str) -> list[re.Match[str]]:
 
 
 def strip_echo(text: str, sources: Iterable[str]) -> str:
-    """``text`` with every run of >= ECHO_WORDS words copied from ``sources`` replaced by a
-    line break (see the module docstring)."""
+    """``text`` with every run of >= ECHO_WORDS words copied from ``sources`` replaced by
+    ``ECHOED`` (see the module docstring)."""
     n = ECHO_WORDS
     grams: set[tuple[str, ...]] = set()
     for source in sources:
@@ -58,7 +61,7 @@ def strip_echo(text: str, sources: Iterable[str]) -> str:
         j = i
         while j + 1 < len(words) and covered[j + 1]:
             j += 1
-        out += [text[pos : words[i].start()], "\n"]
+        out += [text[pos : words[i].start()], ECHOED]
         pos, i = words[j].end(), j + 1
     out.append(text[pos:])
     return "".join(out)
@@ -855,7 +858,8 @@ def _choice_fallback(
             or _ALTERNATIVE.search(text[max(0, m.start - 40) : m.start]) is not None
         )
     }
-    opening = len(text) - len(text.lstrip(" \n\t.,;:!?-"))
+    # The completion's opening, past punctuation and an echoed question.
+    opening = re.compile(r"(?:[\s.,;:!?-]|" + re.escape(ECHOED.strip()) + ")*").match(text).end()
     first = next((m for m in mentions if m.start == opening), None)
     if first is not None and not first.rejected_at and not first.marked:
         listed = any(

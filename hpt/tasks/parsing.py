@@ -832,6 +832,10 @@ def _line_start(text: str, pos: int, breaks: str) -> bool:
     return i == 0 or text[i - 1] in breaks
 
 
+# What may precede a completion's first words: punctuation and an echoed question.
+_OPENING = re.compile(r"(?:[\s.,;:!?-]|" + re.escape(ECHOED.strip()) + ")*")
+
+
 def _choice_fallback(
     text: str, mentions: list[_Mention], options: Sequence[tuple[str, str]]
 ) -> str | None:
@@ -858,8 +862,8 @@ def _choice_fallback(
             or _ALTERNATIVE.search(text[max(0, m.start - 40) : m.start]) is not None
         )
     }
-    # The completion's opening, past punctuation and an echoed question.
-    opening = re.compile(r"(?:[\s.,;:!?-]|" + re.escape(ECHOED.strip()) + ")*").match(text).end()
+    lead = _OPENING.match(text)
+    opening = lead.end() if lead else 0
     first = next((m for m in mentions if m.start == opening), None)
     if first is not None and not first.rejected_at and not first.marked:
         listed = any(

@@ -7,19 +7,22 @@ DATA_DIR ?= $(firstword $(wildcard ../shared/data))
 export HPT_DATA_DIR ?= $(DATA_DIR)
 # llama-cpp-python compiles from source (~10 min on 2 cores); pip caches the built wheel.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+# The exact versions that were tested (hpt[local,dev] and all it depends on); `make lock`
+# re-resolves it. run, install, test and lint install through it.
+LOCK    := packaging/constraints.txt
 
-.PHONY: install run test lint bench clean browser
+.PHONY: install run test test-min lint lock bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[local]'
+$(VENV)/.installed-local: pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local]'
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[local,dev]'
+$(VENV)/.installed-dev: pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev]'
 	touch $@ $(VENV)/.installed-local
 
 install: $(VENV)/.installed-local
@@ -41,11 +44,22 @@ browser:
 test: $(VENV)/.installed-dev browser
 	$(BIN)/pytest -q $(ARGS)
 
+## The tests that need no embedded model, in a throwaway venv holding every core dependency
+## at the lowest version pyproject.toml allows (~5 min; needs only Python >= 3.11).
+test-min:
+	$(PYTHON) packaging/min_versions.py
+
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check hpt tests bench
-	$(BIN)/ruff format --check hpt tests bench
+	$(BIN)/ruff check hpt tests bench packaging
+	$(BIN)/ruff format --check hpt tests bench packaging
 	$(BIN)/mypy hpt
 
+## Re-resolve $(LOCK): a fresh venv gets the newest versions pyproject.toml allows, then
+## `pip freeze`. Run `make test` after it; commit the lock with the change that needed it.
+lock:
+	$(PYTHON) packaging/lock.py
+
+# Not through $(LOCK): inspect-ai caps fsspec below the locked version.
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-dev
 	$(BIN)/pip install --quiet -e '.[local,dev,bench]'
 	touch $@

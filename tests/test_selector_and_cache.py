@@ -169,3 +169,55 @@ async def test_modes_do_not_share_completions_unless_asked(
     cached = [c.cached for a in shared["attempts"] for c in a.calls]
     assert cached == [True, True, False]
     assert fake.served == 5
+
+
+async def test_a_cached_answer_without_logprobs_is_asked_again_when_they_are_wanted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Knowledge candidates cached by a server that returned no logprobs (the embedded
+    server before it had a logprob server) would leave GKP on its first-candidate rule."""
+    from hpt.backends import Completion, Message
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(lambda body: "Some knowledge.")
+    ask = [Message(role="user", content="Generate Knowledge about the passage.")]
+    params = GenerationParams(logprobs=True)
+    with serving(fake.app()) as srv:
+        async with ResponseCache(tmp_path / "c.sqlite3") as cache:
+            async with backend(
+                cache, provider="openai", model="test-model", endpoints=[srv.base_url]
+            ) as model:
+                key = model._key(ask, params, "s#0")
+                await cache.put(key, "openai", "test-model", Completion(text="Stale."))
+                fresh = await model.complete(ask, params, cache_seed="s#0")
+                again = await model.complete(ask, params, cache_seed="s#0")
+    assert fresh.logprobs and not fresh.cached and fresh.text == "Some knowledge."
+    assert again.cached and again.logprobs == fresh.logprobs
+    assert fake.served == 1
+
+
+async def test_further_draws_under_a_fixed_seed_get_their_own_seed(data_dir: Path) -> None:
+    """Self-consistency's five samples (and GKP's three candidates) under --gen-seed."""
+    from hpt.backends import Completion, Message
+    from hpt.graphs.strategies import STRATEGIES, StrategyContext
+
+    seeds: list[int | None] = []
+
+    class Recording:
+        name = "recording"
+
+        async def complete(
+            self, messages: list[Message], params: GenerationParams, *, cache_seed: str = ""
+        ) -> Completion:
+            seeds.append(params.seed)
+            return Completion(text="The answer is True.")
+
+    task = get_task("boolq", data_dir)
+    sample = task.load_samples()[0]
+    for seed, expected in ((7, [7, 8, 9, 10, 11]), (None, [None] * 5)):
+        seeds.clear()
+        ctx = StrategyContext(sample=sample, task=task, level=6, model=Recording(),  # type: ignore[arg-type]
+                              knowledge_model=Recording(), params=GenerationParams(seed=seed),  # type: ignore[arg-type]
+                              exemplar_pool=[], previous=[], cache_seed="s#0")  # fmt: skip
+        await STRATEGIES["self_consistency"](ctx)
+        assert seeds == expected

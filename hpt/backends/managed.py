@@ -97,6 +97,10 @@ class ManagedBackend:
         if self._cache is not None:
             key = self._key(messages, params, cache_seed)
             hit = await self._cache.get(key)
+            if hit is not None and params.logprobs and hit.logprobs is None:
+                # Cached by a server that returned none (an older embedded server): ask again,
+                # so a rule that ranks by logprobs gets them.
+                hit = None
             if hit is not None:
                 self.stats.cache_hits += 1
                 return hit.model_copy(update={"cached": True})

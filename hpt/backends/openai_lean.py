@@ -64,9 +64,12 @@ class LeanOpenAITransport:
             )
         return self._session
 
+    def _body(self, messages: list[Message], params: GenerationParams) -> dict[str, Any]:
+        return chat_body(self.model, messages, params, self._rp_field)
+
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         try:
-            body = to_json(chat_body(self.model, messages, params, self._rp_field))
+            body = to_json(self._body(messages, params))
             async with self._http().post(self._url, data=body) as resp:
                 raw = await resp.read()
                 if resp.status >= 400:

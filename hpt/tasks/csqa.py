@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hpt.tasks.base import DatasetError, Sample, Task
-from hpt.tasks.parsing import parse_choice
+from hpt.tasks.parsing import parse_sample_choice
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
 
 LABELS = "ABCDE"
@@ -72,13 +72,4 @@ class CommonsenseQA(Task):
         return [s for s in self._load("train", "train_rand_split.jsonl") if s.id in wanted]
 
     def parse(self, completion: str, sample: Sample) -> str | None:
-        # With the options the reader sees a label written with another option's text and
-        # reads an answer given by an option's text alone; the echoed question is not read.
-        options = sample.fields.get("options")
-        question = sample.fields.get("question")
-        return parse_choice(
-            completion,
-            LABELS,
-            options=[] if options is None or isinstance(options, str) else options,
-            echo=[question] if isinstance(question, str) else [],
-        )
+        return parse_sample_choice(completion, sample.fields, LABELS)

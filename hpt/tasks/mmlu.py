@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hpt.tasks.base import DatasetError, Sample, Task
-from hpt.tasks.parsing import parse_choice
+from hpt.tasks.parsing import parse_sample_choice
 from hpt.tasks.sources import load_hub, read_csv_rows
 
 LABELS = "ABCD"
@@ -89,13 +89,4 @@ class MMLU(Task):
         return same
 
     def parse(self, completion: str, sample: Sample) -> str | None:
-        # With the options the reader sees a label written with another option's text and
-        # reads an answer given by an option's text alone; the echoed question is not read.
-        options = sample.fields.get("options")
-        question = sample.fields.get("question")
-        return parse_choice(
-            completion,
-            LABELS,
-            options=[] if options is None or isinstance(options, str) else options,
-            echo=[question] if isinstance(question, str) else [],
-        )
+        return parse_sample_choice(completion, sample.fields, LABELS)

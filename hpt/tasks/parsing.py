@@ -17,7 +17,7 @@ does she have") and shorter than any sentence it echoes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
@@ -716,6 +716,20 @@ def parse_choice(
             return None
         return label
     return _choice_fallback(text, mentions, options)
+
+
+def parse_sample_choice(text: str, fields: Mapping[str, object], labels: str) -> str | None:
+    """``parse_choice`` with what a sample's fields give it: its options (so it sees a label
+    written with another option's text, and an answer given by an option's text alone) and
+    its question (so the echoed question is not read)."""
+    options = fields.get("options")
+    question = fields.get("question")
+    return parse_choice(
+        text,
+        labels,
+        options=[] if options is None or isinstance(options, str) else options,  # type: ignore[arg-type]
+        echo=[question] if isinstance(question, str) else [],
+    )
 
 
 def _only(labels: Iterable[str | None]) -> str | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hpt.backends import ManagedBackend, ModelConfig, ResponseCache, open_backend
+from hpt.backends import ManagedBackend, ResponseCache, model_config_from, open_backend
 from tests.servers.openai_compat import ServerThread
 
 FAST_RETRY = {"max_attempts": 6, "initial_wait_s": 0.01, "max_wait_s": 0.05, "max_total_s": 30}
@@ -28,6 +28,6 @@ async def backend(
     cache: ResponseCache | None = None, **config: Any
 ) -> AsyncIterator[ManagedBackend]:
     config.setdefault("retry", FAST_RETRY)
-    cfg = ModelConfig.model_validate(config)
+    cfg = model_config_from(config)
     async with open_backend(cfg, label=f"{cfg.provider}:test", cache=cache) as b:
         yield b

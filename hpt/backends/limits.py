@@ -12,15 +12,22 @@ from asyncio_throttle.throttler import Throttler
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class BackendLimits(BaseModel):
+class RateLimitFields(BaseModel):
+    """The caps a model's config, a run and ``BackendLimits`` all set, declared once.
+
+    None: no cap of our own (a TGI server's /info value is used where there is one).
+    """
+
+    max_concurrency: int | None = Field(None, ge=1)
+    requests_per_minute: int | None = Field(None, ge=1)
+    tokens_per_minute: int | None = Field(None, ge=1)
+
+
+class BackendLimits(RateLimitFields):
     """What one logical model may be asked for at once and per minute."""
 
     model_config = ConfigDict(extra="forbid")
 
-    # None: no cap of our own (a TGI server's /info value is used where there is one).
-    max_concurrency: int | None = Field(None, ge=1)
-    requests_per_minute: int | None = Field(None, ge=1)
-    tokens_per_minute: int | None = Field(None, ge=1)
     # On 429/overload the cap halves (never below this) and then grows back by one for
     # each window of successful calls.
     min_concurrency: int = Field(1, ge=1)

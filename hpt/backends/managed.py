@@ -21,7 +21,7 @@ from hpt.backends.secrets import redact
 class Transport(Protocol):
     """A provider's wire protocol for one logical model."""
 
-    provider: str  # "openai", "anthropic", "tgi", "hf"
+    provider: str  # the registered provider's name ("openai", "tgi", ...); part of the cache key
     model: str  # the model id sent to (or reported by) the server
     endpoint: str  # base URL(s); part of the cache key, never holds a key
 

@@ -1,0 +1,38 @@
+"""``anthropic:MODEL``: Anthropic's Messages API."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from hpt.backends.managed import Transport
+from hpt.backends.providers import ModelConfig, SimpleProvider, UnknownModelSpecError, api_key
+
+
+class AnthropicConfig(ModelConfig):
+    provider: Literal["anthropic"] = "anthropic"
+    model: str
+    # Pin "2023-06-01" to send a temperature (the current API refuses one)
+    anthropic_version: str | None = None
+
+
+class AnthropicProvider(SimpleProvider):
+    name = "anthropic"
+    config = AnthropicConfig
+    spec_help = "anthropic:MODEL"
+
+    def from_spec(self, rest: str) -> AnthropicConfig:
+        if not rest:
+            raise UnknownModelSpecError("no model named")
+        return AnthropicConfig(model=rest)
+
+    def make_transport(self, config: ModelConfig) -> Transport:
+        from hpt.backends.anthropic_backend import AnthropicTransport  # over a second to import
+
+        assert isinstance(config, AnthropicConfig)
+        return AnthropicTransport(
+            config.model,
+            base_url=config.endpoint,
+            api_key=api_key(config, "ANTHROPIC_API_KEY"),
+            timeout_s=config.timeout_s,
+            anthropic_version=config.anthropic_version,
+        )

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from hpt.orchestrator.store import read_records
+from hpt.results.store import read_records
 
 REPO = Path(__file__).resolve().parents[1]
 # The last revision before issue 11 replaced the readers.

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import lean_server  # noqa: E402
-from hpt.orchestrator import RunSpec, SilentObserver, run_evaluation  # noqa: E402
+from hpt.runs import RunSpec, SilentObserver, run_evaluation  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -65,7 +65,7 @@ def peak_of(cmd: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of an hpt command in a child process. The peak is the
     child's VmHWM: ru_maxrss would carry over this (forked) process's own peak."""
     code = (
-        "import sys, time; from pathlib import Path; from hpt.orchestrator.cli import main; "
+        "import sys, time; from pathlib import Path; from hpt.cli.main import main; "
         "t = time.perf_counter(); rc = main(sys.argv[1:]); "
         "hwm = [l for l in Path('/proc/self/status').read_text().splitlines() "
         "if l.startswith('VmHWM:')][0].split()[1]; "

@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hpt.orchestrator.viewer import write_view  # noqa: E402
+from hpt.viewer.page import write_view  # noqa: E402
 from tests.run_fixtures import make_record, write_run  # noqa: E402
 
 ARGS = [

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 from hpt.backends.base import Message, Usage
-from hpt.graphs import DEFAULT_LADDER, Attempt, Call
-from hpt.graphs.adaptive import Selection
-from hpt.orchestrator.records import SampleRecord
+from hpt.graphs import DEFAULT_LADDER
+from hpt.results import Attempt, Call, Selection
+from hpt.results.records import SampleRecord
+from hpt.tasks import TASKS
 
 
 def make_record(
@@ -55,5 +56,9 @@ def write_run(directory: Path, records: list[SampleRecord], spec: dict | None = 
     with (directory / "samples.jsonl").open("w") as fh:
         for r in records:
             fh.write(r.model_dump_json() + "\n")
-    (directory / "run.json").write_text(json.dumps(spec or {"dataset": ["boolq"]}))
+    if spec is None:  # as a run writes it: the datasets' descriptions beside the spec
+        datasets = list(dict.fromkeys(r.dataset for r in records)) or ["boolq"]
+        tasks = {d: TASKS[d].info().model_dump() for d in datasets if d in TASKS}
+        spec = {"dataset": datasets, "tasks": tasks}
+    (directory / "run.json").write_text(json.dumps(spec))
     return directory

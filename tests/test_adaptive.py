@@ -8,15 +8,11 @@ import pytest
 
 from hpt.backends import Completion, GenerationParams, Message
 from hpt.graphs import LadderRuntime
-from hpt.graphs.adaptive import (
-    adaptive_recursion_limit,
-    adaptive_score,
-    build_adaptive,
-    parse_level,
-)
+from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive, parse_level
 from hpt.graphs.strategies import DEFAULT_LADDER
-from hpt.orchestrator.metrics import summarize
-from hpt.orchestrator.records import SampleRecord
+from hpt.results.records import SampleRecord
+from hpt.results.scoring import adaptive_score
+from hpt.results.tally import summarize
 from hpt.tasks import get_task
 from tests.test_ladder import Scripted
 
@@ -90,8 +86,7 @@ async def test_unresolved_after_m_iterations(data_dir: Path) -> None:
 
 
 def test_summary_scores_x_plus_i_and_counts_hallucinations() -> None:
-    from hpt.graphs.adaptive import Selection
-    from hpt.graphs.state import Attempt
+    from hpt.results import Attempt, Selection
 
     def record(sid: str, level: int | None, iteration: int | None, turns: list[int | None]):  # type: ignore[no-untyped-def]
         return SampleRecord(
@@ -120,7 +115,7 @@ async def test_adaptive_run_end_to_end(
 ) -> None:  # fmt: skip
     import json
 
-    from hpt.orchestrator import RunSpec, run_evaluation
+    from hpt.runs import RunSpec, run_evaluation
     from tests.backend_helpers import serving
     from tests.servers.answer_key import KeyedResponder
     from tests.servers.openai_compat import FakeOpenAI

@@ -66,6 +66,9 @@ def test_run_writes_records_and_summary(fake_openai, data_dir, boolq_answers, tm
     assert body["repetition_penalty"] == 1.1 and "frequency_penalty" not in body
     spec = json.loads((out / "run.json").read_text())
     assert spec["dataset"] == ["boolq"] and "test-key" not in (out / "run.json").read_text()
+    # What reports need of the dataset travels with the run.
+    assert spec["tasks"]["boolq"]["kind"] == "answer"
+    assert spec["tasks"]["boolq"]["table"]["key"] == "answers"
     # Metrics are recomputed from the records alone.
     again = hpt("summarize", str(out))
     assert again.returncode == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpt.orchestrator.config import ConfigError, load_run_config
+from hpt.runs.config import ConfigError, load_run_config
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 from tests.test_cli import assert_user_error, hpt
@@ -156,7 +156,7 @@ def test_unwritable_cache_is_one_clear_error(fake_openai, data_dir: Path, tmp_pa
 
 
 def test_run_level_overrides_keep_the_models_other_settings() -> None:
-    from hpt.orchestrator import RunSpec
+    from hpt.runs import RunSpec
 
     spec = RunSpec.model_validate({
         "dataset": "boolq", "model": "m", "requests_per_minute": 60,
@@ -164,7 +164,8 @@ def test_run_level_overrides_keep_the_models_other_settings() -> None:
                          "retry": {"max_total_s": 900, "max_attempts": 3}}},
         "retry": {"max_attempts": 9},
     })  # fmt: skip
-    label, config = spec.resolve_model("m", evaluated=True)
+    resolved = spec.resolve("m")
+    label, config = resolved.label, resolved.config
     assert label == "m"
     assert (config.retry.max_attempts, config.retry.max_total_s) == (9, 900)
     assert (config.requests_per_minute, config.tokens_per_minute) == (60, 5000)

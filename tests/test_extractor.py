@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from hpt.backends import GenerationParams
-from hpt.graphs.state import Attempt
-from hpt.orchestrator.metrics import summarize
-from hpt.orchestrator.records import SampleRecord
-from hpt.tasks import Reading, get_task
+from hpt.results import Attempt, Reading
+from hpt.results.records import SampleRecord
+from hpt.results.tally import summarize
+from hpt.tasks import get_task
 from hpt.tasks.extractor import AnswerExtractor
 from tests.servers.answer_key import boolq_answer_key
 from tests.test_cli import hpt, records, run_args

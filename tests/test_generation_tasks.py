@@ -9,12 +9,12 @@ import pytest
 import sacrebleu
 from rouge_score import rouge_scorer
 
+from hpt.results.textmetrics import corpus_bleu, rouge_l, sentence_bleu
 from hpt.tasks import get_task
 from hpt.tasks.base import Sample
 from hpt.tasks.generation import GenerationTask, clean_output
 from hpt.tasks.iwslt import IWSLT, reads_as_english
 from hpt.tasks.samsum import COPY_RUN, SAMSum, drop_dialogue
-from hpt.tasks.textmetrics import corpus_bleu, rouge_l, sentence_bleu
 
 
 def test_data(data_dir: Path) -> None:
@@ -66,8 +66,8 @@ def test_clean_output() -> None:
 async def test_ladder_reports_corpus_bleu(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hpt.orchestrator import RunSpec, run_evaluation
-    from hpt.orchestrator.store import read_records
+    from hpt.results.store import read_records
+    from hpt.runs import RunSpec, run_evaluation
     from tests.backend_helpers import serving
     from tests.servers.answer_key import strategy_of
     from tests.servers.openai_compat import FakeOpenAI

@@ -1,7 +1,6 @@
 import pytest
 
-from hpt.graphs import Attempt
-from hpt.orchestrator import SampleRecord, hpi_score, summarize
+from hpt.results import Attempt, SampleRecord, hpi_score, summarize
 
 
 def record(
@@ -63,7 +62,7 @@ def test_pass_at_k_matches_the_papers_estimator() -> None:
 
     import pytest
 
-    from hpt.orchestrator.metrics import pass_at_k
+    from hpt.results.scoring import pass_at_k
 
     def reference(n: int, c: int, k: int) -> float:  # Chen et al. 2021, figure 3
         if n - c < k:

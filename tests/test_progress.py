@@ -8,9 +8,9 @@ from pathlib import Path
 from rich.console import Console
 
 from hpt.backends import BackendStats
-from hpt.orchestrator import RunSpec
-from hpt.orchestrator.metrics import Summary
-from hpt.orchestrator.progress import RichProgress, cells_table, print_table, summary_table
+from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
+from hpt.results.tally import Summary
+from hpt.runs import RunSpec
 
 
 def test_live_view_shows_backend_counters(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 
-from hpt.orchestrator.report import bootstrap_ci, collect, markdown
+from hpt.reports.tables import bootstrap_ci, collect, markdown
 from tests.run_fixtures import make_record, write_run
 from tests.test_cli import hpt
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from hpt.orchestrator.viewer import write_view
+from hpt.viewer.page import write_view
 from tests.run_fixtures import make_record, write_run
 from tests.test_cli import HPT, hpt
 

@@ -14,12 +14,12 @@ from rich.segment import Segments
 from rich.table import Table
 
 from hpt.backends import BackendStats
-from hpt.orchestrator.metrics import Summary, Tally
-from hpt.orchestrator.records import SampleRecord
-from hpt.orchestrator.spec import RunSpec
+from hpt.results.records import SampleRecord
+from hpt.results.tally import Summary, Tally
+from hpt.runs.spec import RunSpec
 
 if TYPE_CHECKING:
-    from hpt.orchestrator.runner import RunSummary
+    from hpt.runs.runner import RunSummary
 
 
 MAX_CELLS_SHOWN = 8

@@ -1,23 +1,26 @@
 """LangGraph state machines: the HPF ladder and its strategy nodes."""
 
 from hpt.graphs.ladder import LadderRuntime, build_ladder, mermaid, recursion_limit
-from hpt.graphs.state import Attempt, Call, LadderState
+from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import (
     DEFAULT_LADDER,
     STRATEGIES,
+    STRATEGY_PARAMS,
+    NoParams,
     StrategyContext,
     UnknownStrategyError,
     resolve_strategies,
     strategy,
+    strategy_params,
 )
 
 __all__ = [
     "DEFAULT_LADDER",
     "STRATEGIES",
-    "Attempt",
-    "Call",
+    "STRATEGY_PARAMS",
     "LadderRuntime",
     "LadderState",
+    "NoParams",
     "StrategyContext",
     "UnknownStrategyError",
     "build_ladder",
@@ -25,4 +28,5 @@ __all__ = [
     "recursion_limit",
     "resolve_strategies",
     "strategy",
+    "strategy_params",
 ]

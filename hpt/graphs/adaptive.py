@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
-from pydantic import BaseModel
 
 from hpt.backends import Backend, BackendError, FatalBackendError, Message
 from hpt.graphs.ladder import LadderRuntime, _node, cache_seed
-from hpt.graphs.state import Call, LadderState
+from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import resolve_strategies
 from hpt.prompts import PromptSet
+from hpt.results.records import Call, Selection
 
 SELECTOR = "selector"
 # A numbered line, as in the strategy list the selector was shown: "1. Role Prompting: ...".
@@ -37,20 +37,6 @@ _CHOSEN = re.compile(
 _NAMED = re.compile(r"\b(?:index|strategy|level|option)\b" + _FILLER + _NUM_AFTER, re.IGNORECASE)
 # The whole reply is a number: "3", "**3**", "3.", "(3)".
 _LONE = re.compile(r"^[\s*_`\"'(\[]*(-?\d+)[\s*_`\"').\]]*$")
-
-
-class Selection(BaseModel):
-    """One turn of the prompt-selector."""
-
-    iteration: int
-    answer: str
-    level: int | None  # None: a hallucination (not a valid level) or a failed call
-    call: Call | None = None
-    error: str | None = None
-
-    @property
-    def hallucinated(self) -> bool:
-        return self.level is None and self.error is None
 
 
 def parse_level(answer: str, m: int, labels: Sequence[str] = ()) -> int | None:
@@ -99,13 +85,6 @@ def _names_other(text: str, level: int, labels: Sequence[str]) -> bool:
 
 def _valid(level: int, m: int) -> int | None:
     return level if 1 <= level <= m else None
-
-
-def adaptive_score(level: int | None, iteration: int | None, m: int, penalty: float) -> float:
-    """x + i for a sample resolved at iteration i with level x; m + HPI_dataset otherwise."""
-    if level is None or iteration is None:
-        return m + penalty
-    return float(level + iteration)
 
 
 def strategy_labels(prompts: PromptSet, names: Sequence[str]) -> list[str]:

@@ -6,15 +6,17 @@ the task resolved the sample (or the model call failed) and otherwise moves one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel
 
 from hpt.backends import Backend, BackendError, FatalBackendError, GenerationParams
-from hpt.graphs.state import Attempt, Call, LadderState
+from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import STRATEGIES, StrategyContext, resolve_strategies
+from hpt.results.records import Attempt, Call
 from hpt.tasks import Check, Sample, Task
 from hpt.tasks.extractor import PURPOSE as EXTRACT
 from hpt.tasks.extractor import AnswerExtractor
@@ -41,6 +43,8 @@ class LadderRuntime:
     extractor: AnswerExtractor | None = None
     # Adaptive attempts reuse the standard ladder's cached completions (--share-completions).
     share_completions: bool = False
+    # Each strategy's validated parameters (strategies.strategy_params); defaults if absent.
+    strategy_args: Mapping[str, BaseModel] = field(default_factory=dict)
 
 
 def cache_seed(sample_id: str, epoch: int, draw: int) -> str:
@@ -85,6 +89,8 @@ def _node(
             previous=state["attempts"],
             cache_seed=attempt_seed(base, iteration, tried, level, runtime.share_completions),
         )
+        if name in runtime.strategy_args:
+            ctx.args = runtime.strategy_args[name]
         attempt = Attempt(level=level, strategy=name, iteration=iteration)
         try:
             completion = await fn(ctx)

@@ -7,13 +7,25 @@ every call) and returns the completion the task should check.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.backends import Backend, Completion, GenerationParams, Message
-from hpt.graphs.state import Attempt, Call, mean_token_prob
 from hpt.prompts import FieldValue
+from hpt.results.records import Attempt, Call, mean_token_prob
 from hpt.tasks import Sample, Task
+
+
+class NoParams(BaseModel):
+    """The parameters of a strategy that takes none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+P = TypeVar("P", bound=BaseModel)
 
 
 @dataclass
@@ -31,6 +43,13 @@ class StrategyContext:
     # Keeps this sample's (and epoch's) cached answers apart from every other's.
     cache_seed: str = ""
     calls: list[Call] = field(default_factory=list)
+    # The strategy's parameters, validated against the model it registered
+    # (--strategy-arg NAME.FIELD=VALUE); its defaults when none were given.
+    args: BaseModel = field(default_factory=NoParams)
+
+    def params_as(self, kind: type[P]) -> P:
+        """The strategy's parameters as the model it registered (defaults when unset)."""
+        return self.args if isinstance(self.args, kind) else kind()
 
     @property
     def fields(self) -> dict[str, FieldValue]:
@@ -70,6 +89,8 @@ class StrategyContext:
 
 StrategyFn = Callable[[StrategyContext], Awaitable[str]]
 STRATEGIES: dict[str, StrategyFn] = {}
+# Each strategy's parameter model (NoParams when it takes none).
+STRATEGY_PARAMS: dict[str, type[BaseModel]] = {}
 
 DEFAULT_LADDER = ("role", "zero_shot_cot", "three_shot_cot", "least_to_most", "generated_knowledge")
 
@@ -78,14 +99,43 @@ class UnknownStrategyError(ValueError):
     pass
 
 
-def strategy(name: str) -> Callable[[StrategyFn], StrategyFn]:
-    """Register ``fn`` as the strategy ``name``; name it in ``--strategies`` to use it."""
+def strategy(name: str, params: type[BaseModel] = NoParams) -> Callable[[StrategyFn], StrategyFn]:
+    """Register ``fn`` as the strategy ``name``; name it in ``--strategies`` to use it.
+    ``params``: a pydantic model of its settings (every field with a default), set with
+    ``--strategy-arg NAME.FIELD=VALUE`` or ``[run.strategy_args.NAME]`` in a run config."""
 
     def register(fn: StrategyFn) -> StrategyFn:
         STRATEGIES[name] = fn
+        STRATEGY_PARAMS[name] = params
         return fn
 
     return register
+
+
+def strategy_params(
+    strategies: Sequence[str], given: Mapping[str, Mapping[str, Any]]
+) -> dict[str, BaseModel]:
+    """Each ladder strategy's validated parameters; a setting for a strategy that is not in
+    the ladder, or a field it does not have, is an error naming the setting."""
+    stray = [name for name in given if name not in strategies]
+    if stray:
+        raise UnknownStrategyError(
+            f"--strategy-arg names {', '.join(map(repr, stray))}, which is not in the ladder "
+            f"({', '.join(strategies)})"
+        )
+    out: dict[str, BaseModel] = {}
+    for name in strategies:
+        kind = STRATEGY_PARAMS.get(name, NoParams)
+        try:
+            out[name] = kind.model_validate(dict(given.get(name, {})))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            fields = ", ".join(kind.model_fields) or "none"
+            raise UnknownStrategyError(
+                f"--strategy-arg {name}.{where}: {first['msg']} (its parameters: {fields})"
+            ) from None
+    return out
 
 
 def resolve_strategies(names: Sequence[str]) -> list[str]:
@@ -160,23 +210,27 @@ def choose_knowledge(candidates: Sequence[Completion]) -> tuple[int, str]:
     return best, f"candidate {best + 1} of {len(known)} by mean token probability ({shown})"
 
 
-KNOWLEDGE_CANDIDATES = 3
+class GeneratedKnowledgeParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-@strategy("generated_knowledge")
-async def generated_knowledge(ctx: StrategyContext) -> str:
     # The paper samples three knowledge candidates and keeps the most probable one.
+    candidates: int = Field(3, ge=1, le=20)
+
+
+@strategy("generated_knowledge", GeneratedKnowledgeParams)
+async def generated_knowledge(ctx: StrategyContext) -> str:
+    n = ctx.params_as(GeneratedKnowledgeParams).candidates
     prompt = _user(ctx.render("generated_knowledge", "knowledge"))
     with_logprobs = ctx.params.model_copy(update={"logprobs": True})
     candidates = [
         await ctx.draw(
             prompt,
-            purpose=f"knowledge {i + 1}/{KNOWLEDGE_CANDIDATES}",
+            purpose=f"knowledge {i + 1}/{n}",
             model=ctx.knowledge_model,
             params=with_logprobs,
             index=i,
         )
-        for i in range(KNOWLEDGE_CANDIDATES)
+        for i in range(n)
     ]
     chosen, rule = choose_knowledge(candidates)
     ctx.notes["knowledge"] = rule
@@ -184,19 +238,29 @@ async def generated_knowledge(ctx: StrategyContext) -> str:
     return await ctx.ask(_user(ctx.render("generated_knowledge", "user", knowledge=knowledge)))
 
 
+class SelfConsistencyParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Sampled answers; unset: the dataset's ``samples`` in its prompt file's
+    # ``[self_consistency]`` table, else 5.
+    n: int | None = Field(None, ge=1, le=100)
+
+
 SELF_CONSISTENCY_SAMPLES = 5
 
 
-@strategy("self_consistency")
+@strategy("self_consistency", SelfConsistencyParams)
 async def self_consistency(ctx: StrategyContext) -> str:
     """Self-consistency (Wang et al., 2023): several sampled chain-of-thought answers to the
     zero-shot CoT prompt, and the answer most of them reach. Not one of the paper's five
-    levels; name it anywhere in ``--strategies``. A dataset may set ``samples`` in a
-    ``[self_consistency]`` table of its prompt file (default 5)."""
+    levels; name it anywhere in ``--strategies``; ``--strategy-arg self_consistency.n=7``
+    sets how many."""
     prompts = ctx.task.prompts
-    n = SELF_CONSISTENCY_SAMPLES
-    if prompts.has("self_consistency"):
-        n = int(prompts.section("self_consistency").get("samples", n))
+    n = ctx.params_as(SelfConsistencyParams).n
+    if n is None:
+        n = SELF_CONSISTENCY_SAMPLES
+        if prompts.has("self_consistency"):
+            n = int(prompts.section("self_consistency").get("samples", n))
     prompt = _user(ctx.render("zero_shot_cot", "user"))
     drawn = [await ctx.draw(prompt, purpose=f"sample {i + 1}/{n}", index=i) for i in range(n)]
     answers = [ctx.task.parse(c.text, ctx.sample) for c in drawn]

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 from hpt.backends import Backend, BackendError, GenerationParams, Message
 from hpt.graphs.strategies import STRATEGIES, StrategyContext
 from hpt.prompts import PromptSet
+from hpt.runs.models import ModelBackends, ModelSettings
 from hpt.tasks import Sample, Task
 
 CRITERIA = ("score1", "score2", "score3", "score4")
@@ -198,9 +199,10 @@ async def judge_strategies(
     return summary
 
 
-class JudgeSpec(BaseModel):
+class JudgeSpec(ModelSettings):
+    """``hpt judge-strategies``: the model options are every model command's."""
+
     model: str = "local"
-    base_url: str | None = None  # the answering model's endpoint
     judge_model: str | None = None  # None: the model itself
     datasets: list[str]
     strategies: list[str]
@@ -212,11 +214,14 @@ class JudgeSpec(BaseModel):
     out: Path
     cache: bool = True
 
+    def base_url_models(self) -> Sequence[str]:
+        return [self.model]
+
 
 async def run_judge(spec: JudgeSpec) -> JudgeSummary:
     import contextlib
 
-    from hpt.backends import ResponseCache, open_backend, parse_model_spec, spec_label
+    from hpt.backends import ResponseCache
     from hpt.tasks import get_task, resolve_data_dir, select
 
     def load() -> list[tuple[Task, list[Sample], list[Sample]]]:
@@ -230,20 +235,9 @@ async def run_judge(spec: JudgeSpec) -> JudgeSummary:
     tasks = await asyncio.to_thread(load)
     async with contextlib.AsyncExitStack() as stack:
         cache = await stack.enter_async_context(ResponseCache()) if spec.cache else None
-        model_config = parse_model_spec(spec.model)
-        if spec.base_url:
-            model_config = model_config.model_copy(update={"endpoints": [spec.base_url]})
-        model = await stack.enter_async_context(
-            open_backend(model_config, label=spec_label(spec.model, model_config), cache=cache)
-        )
-        judge: Backend = model
-        if spec.judge_model and spec.judge_model != spec.model:
-            judge_config = parse_model_spec(spec.judge_model)
-            judge = await stack.enter_async_context(
-                open_backend(
-                    judge_config, label=spec_label(spec.judge_model, judge_config), cache=cache
-                )
-            )
+        backends = ModelBackends(stack, cache)
+        model = await backends.open(spec.resolve(spec.model))
+        judge = await backends.open(spec.resolve(spec.judge_model or spec.model))
         return await judge_strategies(
             tasks, spec.strategies, model, judge, spec.params, spec.out, spec.concurrency
         )

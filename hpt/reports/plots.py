@@ -7,7 +7,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from hpt.orchestrator.report import CellReport
+from hpt.reports.tables import CellReport
 
 FORMATS = ("png", "svg")
 

@@ -11,26 +11,24 @@ import csv
 import io
 import tomllib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hpt.orchestrator.metrics import Summary, Tally
-from hpt.orchestrator.records import Cell, SampleRecord
-from hpt.orchestrator.spec import ConfigError
-from hpt.orchestrator.store import RunDirError, read_records
-from hpt.tasks import TASKS
-from hpt.tasks.generation import GenerationTask
+from hpt.reports import ReportError
+from hpt.results.info import Column, ReportTable, TaskInfo
+from hpt.results.records import Cell, SampleRecord
+from hpt.results.store import RunDirError, read_records, read_run_info
+from hpt.results.tally import Summary, Tally
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
-# Table 1 of the paper: datasets resolved by an exact answer.
-ANSWER_DATASETS = ("mmlu", "gsm8k", "boolq", "csqa")
-CODE_DATASETS = ("humaneval",)
-TEXT_DATASETS = ("iwslt", "samsum")
+# Where a run directory does not describe a dataset (saved by an older hpt), the caller may
+# say what it knows of it (the CLI asks the task registry); None: a generic answer table.
+Describe = Callable[[str], TaskInfo | None]
 
 
 class Price(BaseModel):
@@ -45,9 +43,9 @@ def load_prices(path: Path) -> dict[str, Price]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"prices file {path} does not exist") from None
+        raise ReportError(f"prices file {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        raise ReportError(f"{path}: not valid TOML: {exc}") from None
     prices = {}
     for model, entry in data.items():
         try:
@@ -55,7 +53,7 @@ def load_prices(path: Path) -> dict[str, Price]:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(table)"
-            raise ConfigError(f"{path}: {model}.{where}: {first['msg']}") from None
+            raise ReportError(f"{path}: {model}.{where}: {first['msg']}") from None
     return prices
 
 
@@ -83,6 +81,8 @@ class CellReport(BaseModel):
     """What a report says of one cell: the run summary plus intervals, source and cost."""
 
     summary: Summary
+    # The dataset as the run directory describes it: its table, metric and kind.
+    info: TaskInfo
     hpi_ci: tuple[float, float] | None = None
     accuracy_ci: tuple[float, float] | None = None
     # HumanEval's table-2 figure: hpf@1 with repeated draws, else the share resolved.
@@ -112,16 +112,27 @@ class _Acc:
             used[1] += call.usage.completion_tokens
 
 
-def collect(run_dirs: Iterable[Path], prices: dict[str, Price] | None = None) -> list[CellReport]:
+def collect(
+    run_dirs: Iterable[Path],
+    prices: dict[str, Price] | None = None,
+    describe: Describe | None = None,
+) -> list[CellReport]:
     """One CellReport per cell over all the directories, reading each record once."""
     cells: dict[Cell, _Acc] = {}
+    infos: dict[str, TaskInfo] = {}
     for directory in run_dirs:
+        run = read_run_info(directory)
         seen_here: set[Cell] = set()
         for record in read_records(directory):
             cell = record.cell
             acc = cells.get(cell)
             if acc is None:
-                acc = cells[cell] = _Acc(Tally.of(record), directory)
+                if record.dataset not in infos:
+                    info = run.tasks.get(record.dataset)
+                    if info is None and describe is not None:
+                        info = describe(record.dataset)
+                    infos[record.dataset] = info or run.task(record.dataset)
+                acc = cells[cell] = _Acc(Tally.of(record, infos[record.dataset]), directory)
             elif cell not in seen_here:
                 raise RunDirError(
                     f"{cell.title} is in both {acc.source} and {directory}; report them separately"
@@ -134,6 +145,7 @@ def collect(run_dirs: Iterable[Path], prices: dict[str, Price] | None = None) ->
         reports.append(
             CellReport(
                 summary=summary,
+                info=acc.tally.info or TaskInfo(name=summary.dataset),
                 hpi_ci=bootstrap_ci(acc.hpi),
                 accuracy_ci=bootstrap_ci(acc.resolved),
                 pass_at_1=summary.pass_at_k.get("hpf@1", summary.accuracy),
@@ -193,70 +205,81 @@ def _thresholds(reports: list[CellReport], dataset: str, mode: str) -> list[floa
     return sorted(t for t in found if t is not None)
 
 
-def table_answers(reports: list[CellReport]) -> str | None:
-    """Table 1: HPI (lower is better) and accuracy per model x dataset, standard HPF."""
-    datasets = [d for d in ANSWER_DATASETS if _pick(reports, dataset=d, mode="standard")]
-    if not datasets:
+def _value(r: CellReport | None, column: Column) -> str:
+    """One cell of a declared table: the value, scaled, with its interval where it has one."""
+    if r is None:
+        return "-"
+    s = r.summary
+    value, ci = {
+        "hpi": (s.hpi, r.hpi_ci),
+        "accuracy": (s.accuracy, r.accuracy_ci),
+        "level1_accuracy": (s.level1_accuracy, None),
+        "pass_at_1": (r.pass_at_1, r.accuracy_ci),
+        "text_score": (s.text_score, None),
+    }[column.value]
+    if column.percent:
+        value = None if value is None else 100 * value
+        ci = (100 * ci[0], 100 * ci[1]) if ci else None
+    return _f(value) + (_ci(ci) if column.interval else "")
+
+
+def _label(column: Column, info: TaskInfo) -> str:
+    return column.label.replace("{metric}", info.corpus_metric or info.metric)
+
+
+def declared_tables(reports: list[CellReport], mode: str = "standard") -> list[ReportTable]:
+    """The tables the reported datasets declare, in their declared order."""
+    found: dict[str, ReportTable] = {}
+    for r in reports:
+        if r.summary.mode == mode:
+            found.setdefault(r.info.table.key, r.info.table)
+    return sorted(found.values(), key=lambda t: t.order)
+
+
+def declared_table(
+    reports: list[CellReport], table: ReportTable, mode: str = "standard"
+) -> str | None:
+    """One declared table over the cells of ``mode`` whose datasets joined it."""
+    mine = [r for r in reports if r.summary.mode == mode and r.info.table.key == table.key]
+    if not mine:
         return None
-    header = ["model"] + [f"{d} {col}" for d in datasets for col in ("HPI", "accuracy %")]
-    rows = []
-    for model in _models(reports):
-        row = [model]
-        for d in datasets:
-            r = _pick(reports, dataset=d, model=model, mode="standard")
-            s = r.summary if r else None
-            acc = None if s is None or s.accuracy is None else 100 * s.accuracy
-            acc_ci = r.accuracy_ci if r else None
-            pct = (100 * acc_ci[0], 100 * acc_ci[1]) if acc_ci else None
-            row += [
-                _f(s.hpi if s else None) + _ci(r.hpi_ci if r else None),
-                _f(acc) + _ci(pct),
-            ]
-        rows.append(row)
-    return _table(header, rows)
-
-
-def table_code(reports: list[CellReport]) -> str | None:
-    """Table 2: HPI and pass@1 on HumanEval, standard HPF."""
-    found = [
-        r for r in reports if r.summary.dataset in CODE_DATASETS and r.summary.mode == "standard"
-    ]
-    if not found:
-        return None
-    rows = [
-        [r.summary.model, _f(r.summary.hpi) + _ci(r.hpi_ci), _f(r.pass_at_1) + _ci(r.accuracy_ci)]
-        for r in found
-    ]
-    return _table(["model", "HPI", "pass@1"], rows)
-
-
-def _text_table(reports: list[CellReport], mode: str) -> str | None:
-    datasets = [d for d in TEXT_DATASETS if _thresholds(reports, d, mode)]
-    if not datasets:
-        return None
-    header = ["model"]
+    infos: dict[str, TaskInfo] = {}
+    for r in mine:
+        infos.setdefault(r.summary.dataset, r.info)
+    # The declared rank first (the paper's column order), then first appearance.
+    datasets = sorted(infos, key=lambda d: infos[d].rank)
+    if table.layout == "cells":
+        several = len(datasets) > 1
+        header = (["dataset"] if several else []) + ["model"]
+        header += [_label(c, infos[datasets[0]]) for c in table.columns]
+        rows = []
+        for r in sorted(mine, key=lambda r: infos[r.summary.dataset].rank):
+            s = r.summary
+            at = f" @{s.threshold:g}" if s.threshold is not None else ""
+            row = ([s.dataset + at] if several else []) + [s.model]
+            rows.append(row + [_value(r, c) for c in table.columns])
+        return _table(header, rows)
+    groups: list[tuple[str, float | None]] = []
     for d in datasets:
-        task = TASKS[d]
-        metric = task.corpus_metric if issubclass(task, GenerationTask) else "score"
-        for t in _thresholds(reports, d, mode):
-            header += [f"{d} HPI @{t:g}", f"{d} {metric} @{t:g}"]
+        thresholds: list[float | None] = [None]
+        if table.per_threshold:
+            thresholds = list(_thresholds(mine, d, mode)) or [None]
+        groups += [(d, t) for t in thresholds]
+    header = ["model"]
+    for d, t in groups:
+        at = f" @{t:g}" if t is not None else ""
+        header += [f"{d} {_label(c, infos[d])}{at}" for c in table.columns]
     rows = []
     for model in _models(reports):
         row = [model]
-        for d in datasets:
-            for t in _thresholds(reports, d, mode):
-                r = _pick(reports, dataset=d, model=model, mode=mode, threshold=t)
-                row += [
-                    _f(r.summary.hpi if r else None) + _ci(r.hpi_ci if r else None),
-                    _f(r.summary.text_score if r else None),
-                ]
+        for d, t in groups:
+            match: dict[str, object] = {"dataset": d, "model": model, "mode": mode}
+            if table.per_threshold:
+                match["threshold"] = t
+            found = _pick(mine, **match)
+            row += [_value(found, c) for c in table.columns]
         rows.append(row)
     return _table(header, rows)
-
-
-def table_text(reports: list[CellReport]) -> str | None:
-    """Table 3: HPI and BLEU / ROUGE-L per threshold, standard HPF."""
-    return _text_table(reports, "standard")
 
 
 def table_adaptive_hpi(reports: list[CellReport]) -> str | None:
@@ -292,7 +315,7 @@ def table_adaptive_scores(reports: list[CellReport]) -> str | None:
     for d, t in keys:
         any_r = _pick(adaptive, dataset=d, threshold=t)
         assert any_r is not None
-        metric = any_r.summary.text_metric or ("pass@1" if d in CODE_DATASETS else "accuracy")
+        metric = any_r.summary.text_metric or any_r.info.metric
         row = [d, metric, "-" if t is None else f"{t:g}"]
         for model in models:
             r = _pick(adaptive, dataset=d, model=model, threshold=t)
@@ -339,10 +362,8 @@ def table_usage(reports: list[CellReport]) -> str:
     return _table(header, rows)
 
 
-SECTIONS = (
-    ("Table 1 · HPI (lower is better) and accuracy", table_answers),
-    ("Table 2 · HumanEval: HPI and pass@1", table_code),
-    ("Table 3 · HPI and BLEU / ROUGE-L per threshold", table_text),
+# Over every dataset, whatever table it declares: adaptive HPF (the paper's tables 6 and 7).
+ADAPTIVE_SECTIONS = (
     ("Table 6 · Adaptive HPF: HPI", table_adaptive_hpi),
     ("Table 7 · Adaptive HPF: performance", table_adaptive_scores),
 )
@@ -357,7 +378,11 @@ def markdown(reports: list[CellReport], sources: list[Path]) -> str:
         f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}). Samples that ended in an "
         f"error are not scored.\n"
     )
-    for title, make in SECTIONS:
+    for table in declared_tables(reports):
+        body = declared_table(reports, table)
+        if body:
+            out.write(f"\n## {table.title}\n\n{body}\n")
+    for title, make in ADAPTIVE_SECTIONS:
         body = make(reports)
         if body:
             out.write(f"\n## {title}\n\n{body}\n")

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hpt.orchestrator.records import SampleRecord
+from hpt.results.info import TaskInfo, unknown_task
+from hpt.results.records import SampleRecord
 
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
@@ -27,6 +28,33 @@ FSYNC_EVERY_S = 1.0
 
 class RunDirError(ValueError):
     pass
+
+
+class RunInfo(BaseModel):
+    """What readers of a run take from ``run.json``; the run room writes the whole spec."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    hpt_version: str = ""
+    strategies: list[str] = Field(default_factory=list)
+    # Each dataset as reports see it (kind, metrics, corpus rule, table).
+    tasks: dict[str, TaskInfo] = Field(default_factory=dict)
+
+    def task(self, name: str) -> TaskInfo:
+        return self.tasks.get(name) or unknown_task(name)
+
+
+def read_run_info(directory: Path) -> RunInfo:
+    """``run.json`` as readers need it; an empty description when there is none."""
+    try:
+        text = (directory / SPEC).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return RunInfo()
+    try:
+        return RunInfo.model_validate_json(text)
+    except ValidationError as exc:
+        first = str(exc).splitlines()[0]
+        raise RunDirError(f"{directory / SPEC}: not a run description ({first})") from None
 
 
 class RunStore:

@@ -1,48 +1,15 @@
-"""HPI (HPT algorithm 1) and the other run metrics: pure functions over sample records."""
+"""A cell's summary (HPI, accuracy, levels, tokens, pass@k, readings) and the running tally
+that computes it: pure functions over sample records, streamed, in flat memory."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from math import comb
+from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel
 
-from hpt.graphs.adaptive import adaptive_score
-from hpt.orchestrator.records import Cell, SampleRecord
-from hpt.tasks import TASKS
-from hpt.tasks.generation import GenerationTask
-
-
-def hpi_score(resolved_level: int | None, m: int, penalty: float) -> float:
-    """k for a sample first resolved at level k; m + HPI_dataset when no level resolved it."""
-    if resolved_level is None:
-        return m + penalty
-    if not 1 <= resolved_level <= m:
-        raise ValueError(f"resolved level {resolved_level} outside 1..{m}")
-    return float(resolved_level)
-
-
-def sample_score(
-    mode: str, resolved_level: int | None, iteration: int | None, m: int, penalty: float
-) -> float:
-    """A scored sample's contribution to the HPI: the level (standard) or level + selector
-    iteration (adaptive, appendix E); m + HPI_dataset when unresolved."""
-    if mode == "adaptive":
-        return adaptive_score(resolved_level, iteration, m, penalty)
-    return hpi_score(resolved_level, m, penalty)
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """The unbiased pass@k estimator (Chen et al., 2021): n draws, c of them correct."""
-    if k > n:
-        raise ValueError(f"pass@{k} needs at least {k} draws, not {n}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - comb(n - c, k) / comb(n, k)
-
-
-def report_ks(n: int) -> list[int]:
-    return list(range(1, n + 1)) if n <= 10 else sorted({1, 5, 10, n})
+from hpt.results.info import TaskInfo
+from hpt.results.records import Cell, SampleRecord
+from hpt.results.scoring import CORPUS_RULES, pass_at_k, report_ks, sample_score
 
 
 class ReadingSummary(BaseModel):
@@ -111,13 +78,14 @@ class Tally:
         penalty: float,
         threshold: float | None = None,
         track_draws: bool = True,
+        info: TaskInfo | None = None,
     ) -> None:
         self.dataset, self.model, self.mode, self.m, self.penalty = dataset, model, mode, m, penalty
         self.threshold = threshold
+        self.info = info
         # What grows with the run is kept only where a metric needs it, so memory stays flat
         # on datasets without a corpus metric and runs without repeated draws.
-        task = TASKS.get(dataset)
-        self._keep_finals = task is not None and issubclass(task, GenerationTask)
+        self._keep_finals = info is not None and info.corpus_rule is not None
         self._track_draws = track_draws
         self.level_counts = dict.fromkeys(range(1, m + 1), 0)
         self.samples = self.unresolved = self.errors = 0
@@ -132,7 +100,7 @@ class Tally:
         self.readings: dict[str, list[int]] = {}
 
     @classmethod
-    def of(cls, record: SampleRecord) -> Tally:
+    def of(cls, record: SampleRecord, info: TaskInfo | None = None) -> Tally:
         """An empty tally for the cell ``record`` belongs to."""
         return cls(
             dataset=record.dataset,
@@ -141,6 +109,7 @@ class Tally:
             m=record.m,
             penalty=record.penalty,
             threshold=record.threshold,
+            info=info,
         )
 
     def add(self, record: SampleRecord) -> None:
@@ -186,11 +155,14 @@ class Tally:
         return self.score_sum / self.n if self.n else None
 
     def text_score(self) -> tuple[str | None, float | None]:
-        task = TASKS.get(self.dataset)
-        if task is None or not issubclass(task, GenerationTask) or not self.finals:
+        info = self.info
+        if info is None or info.corpus_rule is None or not self.finals:
             return None, None
+        rule = CORPUS_RULES.get(info.corpus_rule)
+        if rule is None:  # a plugin's rule, and the plugin is not loaded: no score, no crash
+            return info.corpus_metric, None
         outputs, references, scores = zip(*self.finals, strict=True)
-        return task.corpus_metric, task.corpus_score(list(outputs), list(references), scores)
+        return info.corpus_metric, rule(list(outputs), list(references), scores)
 
     def pass_at(self) -> dict[str, float]:
         most = max((c[0] for c in self.draws.values()), default=0)
@@ -261,22 +233,32 @@ def summarize(
     m: int,
     penalty: float,
     threshold: float | None = None,
+    info: TaskInfo | None = None,
 ) -> Summary:
     tally = Tally(
-        dataset=dataset, model=model, mode=mode, m=m, penalty=penalty, threshold=threshold
+        dataset=dataset,
+        model=model,
+        mode=mode,
+        m=m,
+        penalty=penalty,
+        threshold=threshold,
+        info=info,
     )
     for record in records:
         tally.add(record)
     return tally.summary()
 
 
-def summarize_cells(records: Iterable[SampleRecord]) -> list[Summary]:
+def summarize_cells(
+    records: Iterable[SampleRecord], infos: Mapping[str, TaskInfo] | None = None
+) -> list[Summary]:
     """One summary per cell (dataset, model, mode, threshold), in order of first record;
-    reads the records once, as a stream."""
+    reads the records once, as a stream. ``infos``: the datasets' descriptions (run.json's)."""
     tallies: dict[Cell, Tally] = {}
     for record in records:
         tally = tallies.get(record.cell)
         if tally is None:
-            tally = tallies[record.cell] = Tally.of(record)
+            info = (infos or {}).get(record.dataset)
+            tally = tallies[record.cell] = Tally.of(record, info)
         tally.add(record)
     return [t.summary() for t in tallies.values()]

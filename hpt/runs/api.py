@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpt.orchestrator.runner import RunObserver, RunResult, load_saved_spec, run_evaluation
-from hpt.orchestrator.spec import Mode, RunSpec
+from hpt.runs.runner import RunObserver, RunResult, load_saved_spec, run_evaluation
+from hpt.runs.spec import Mode, RunSpec
 
 
 async def evaluate(

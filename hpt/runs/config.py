@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hpt.backends import ModelConfig
-from hpt.orchestrator.spec import ConfigError, RunSpec
+from hpt.backends import AnyModelConfig
+from hpt.runs.spec import ConfigError, RunSpec
 
 __all__ = ["ConfigError", "RunConfigFile", "load_run_config", "validation_message"]
 
@@ -20,7 +20,7 @@ class RunConfigFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     run: dict[str, Any] = Field(default_factory=dict)
-    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    models: dict[str, AnyModelConfig] = Field(default_factory=dict)
 
 
 def validation_message(exc: ValidationError, where: str, prefix: str = "") -> str:

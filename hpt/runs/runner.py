@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from hpt import __version__
-from hpt.backends import BackendStats, ResponseCache, open_backend
+from hpt.backends import BackendStats, ResponseCache
 from hpt.backends.managed import ManagedBackend
 from hpt.graphs import (
     DEFAULT_LADDER,
@@ -30,16 +30,16 @@ from hpt.graphs import (
     build_ladder,
     recursion_limit,
     resolve_strategies,
+    strategy_params,
 )
-from hpt.graphs.adaptive import (
-    Selection,
-    adaptive_recursion_limit,
-    build_adaptive,
-)
-from hpt.orchestrator.metrics import Summary, Tally, sample_score
-from hpt.orchestrator.records import Cell, SampleRecord
-from hpt.orchestrator.spec import RunSpec
-from hpt.orchestrator.store import (
+from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive
+from hpt.results.info import TaskInfo
+from hpt.results.records import Cell, SampleRecord, Selection
+from hpt.results.scoring import sample_score
+from hpt.results.tally import Summary, Tally
+from hpt.runs.models import ModelBackends
+from hpt.runs.spec import RunSpec
+from hpt.results.store import (
     SAMPLES,
     SPEC,
     SUMMARY,
@@ -112,6 +112,8 @@ class SavedSpec(RunSpec):
     started_at: str = ""
     resumed_at: list[str] = Field(default_factory=list)
     command: list[str] = Field(default_factory=list)
+    # Each dataset as reports see it, so a run directory is reported without the task code.
+    tasks: dict[str, TaskInfo] = Field(default_factory=dict)
 
     def run_spec(self) -> RunSpec:
         return RunSpec.model_validate(self.model_dump(include=set(RunSpec.model_fields)))
@@ -163,6 +165,7 @@ async def run_evaluation(
     ``retry_errors``, runs again the samples that ended in an error."""
     observer = observer or SilentObserver()
     strategies = resolve_strategies(spec.strategies)
+    args = strategy_params(strategies, spec.strategy_args)
     spec.check_models()
     plans = await _plan(spec, strategies)
     out = spec.out or default_out_dir(spec)
@@ -186,30 +189,20 @@ async def run_evaluation(
     async with contextlib.AsyncExitStack() as stack:
         cache = await stack.enter_async_context(ResponseCache()) if spec.cache else None
         # Backends first: an unreachable endpoint or a bad key leaves no run directory behind.
-        backends: dict[tuple[str, str], ManagedBackend] = {}
+        # One backend (one set of limits) per distinct model, whatever roles it plays.
+        backends = ModelBackends(stack, cache)
 
-        async def backend(name: str, *, evaluated: bool) -> ManagedBackend:
-            """One backend (one set of limits) per distinct model, however many cells use it."""
-            label, config = spec.resolve_model(name, evaluated=evaluated)
-            key = (label, config.model_dump_json())
-            if key not in backends:
-                backends[key] = await stack.enter_async_context(
-                    open_backend(config, label=label, cache=cache)
-                )
-            return backends[key]
+        async def backend(name: str) -> ManagedBackend:
+            return await backends.open(spec.resolve(name))
 
         extractor = (
-            AnswerExtractor(await backend(spec.extractor_model, evaluated=False), spec.params)
+            AnswerExtractor(await backend(spec.extractor_model), spec.params)
             if spec.extractor_model
             else None
         )
         for p in plans:
-            model = await backend(p.model_name, evaluated=True)
-            knowledge = (
-                await backend(spec.knowledge_model, evaluated=False)
-                if spec.knowledge_model
-                else model
-            )
+            model = await backend(p.model_name)
+            knowledge = await backend(spec.knowledge_model) if spec.knowledge_model else model
             runtime = LadderRuntime(
                 p.task,
                 model,
@@ -219,23 +212,27 @@ async def run_evaluation(
                 spec.epoch,
                 extractor=extractor,
                 share_completions=spec.share_completions,
+                strategy_args=args,
             )
             if p.cell.mode == "adaptive":
-                selector = (
-                    await backend(spec.selector_model, evaluated=False)
-                    if spec.selector_model
-                    else model
-                )
+                selector = await backend(spec.selector_model) if spec.selector_model else model
                 p.graph = build_adaptive(strategies, runtime, selector)
             else:
                 p.graph = build_ladder(strategies, runtime)
-        observer.watch({label: b.stats for (label, _), b in backends.items()})
+        observer.watch(backends.stats)
         now = datetime.now().isoformat(timespec="seconds")
         if resume:
             saved.resumed_at.append(now)
+            # A run saved before run.json described its tasks gets the descriptions now.
+            saved.tasks = {**{p.cell.dataset: p.task.info() for p in plans}, **saved.tasks}
             store.reopen()
         else:
-            saved = SavedSpec(**spec.model_dump(), started_at=now, command=command or [])
+            saved = SavedSpec(
+                **spec.model_dump(),
+                started_at=now,
+                command=command or [],
+                tasks={p.cell.dataset: p.task.info() for p in plans},
+            )
             store.create()
         store.write_json(SPEC, saved.model_copy(update={"out": out}))
         observer.started(spec, total, out, done=total - sum(len(p.todo) for p in plans))
@@ -277,7 +274,7 @@ async def _plan(spec: RunSpec, strategies: list[str]) -> list[_CellPlan]:
                 cell_task = copy.copy(task)
                 cell_task.threshold = threshold
             for model_name in spec.model:
-                label, _ = spec.resolve_model(model_name, evaluated=True)
+                label = spec.resolve(model_name).label
                 for mode in spec.mode:
                     cell = Cell(task.name, label, mode, threshold)
                     tally = Tally(
@@ -288,6 +285,7 @@ async def _plan(spec: RunSpec, strategies: list[str]) -> list[_CellPlan]:
                         penalty=task.penalty,
                         threshold=threshold,
                         track_draws=spec.samples_per_task > 1,
+                        info=task.info(),
                     )
                     plans.append(_CellPlan(cell, cell_task, samples, pool, model_name, tally))
     return plans

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
-from hpt.backends import GenerationParams, ModelConfig, RetryPolicy, parse_model_spec, spec_label
+from hpt.backends import GenerationParams
 from hpt.graphs import DEFAULT_LADDER
+from hpt.runs.models import ModelSettings
 
 Mode = Literal["standard", "adaptive"]
 
@@ -32,7 +33,10 @@ def _unique(values: list[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
 
 
-class RunSpec(BaseModel):
+class RunSpec(ModelSettings):
+    """The run's matrix and settings; the model options (base_url, models, limit and retry
+    overrides) are ModelSettings', shared with every command that calls models."""
+
     model_config = ConfigDict(extra="forbid")
 
     # The matrix: each accepts one value or a list.
@@ -57,19 +61,17 @@ class RunSpec(BaseModel):
     # Adaptive attempts reuse the standard ladder's cached completions (off: the two modes
     # are independent samples of the model).
     share_completions: bool = False
-    base_url: str | None = None  # the evaluated model's endpoint, for a PROVIDER:MODEL spec
-    # Named models from a run config file; --model may name them. They hold no keys.
-    models: dict[str, ModelConfig] = Field(default_factory=dict)
     strategies: list[str] = Field(default_factory=lambda: list(DEFAULT_LADDER))
+    # Strategy parameters by strategy and field (--strategy-arg self_consistency.n=7),
+    # validated against each strategy's parameter model when the run starts.
+    strategy_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Modules imported before the run (they register strategies, tasks, providers); saved
+    # so that a resumed run loads them again.
+    plugins: list[str] = Field(default_factory=list)
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     # Samples in flight per evaluated model; each backend's own limits cap its calls.
     concurrency: int = Field(8, ge=1)
-    # Per-backend overrides of the models' own limits and retry policy.
-    max_concurrency: int | None = Field(None, ge=1)
-    requests_per_minute: int | None = Field(None, ge=1)
-    tokens_per_minute: int | None = Field(None, ge=1)
-    retry: RetryPolicy | None = None
     params: GenerationParams = Field(default_factory=GenerationParams)
     # Independent climbs per sample; pass@k (k <= n) is reported for level 1 and for HPF.
     samples_per_task: int = Field(1, ge=1)
@@ -84,31 +86,8 @@ class RunSpec(BaseModel):
     def _no_repeats(cls, values: list[Any]) -> list[Any]:
         return _unique(values)
 
-    @field_validator("base_url")
-    @classmethod
-    def _blank_is_none(cls, value: str | None) -> str | None:
-        return value or None
-
-    def resolve_model(self, name: str, *, evaluated: bool) -> tuple[str, ModelConfig]:
-        """The label and effective config of a model spec, with this run's overrides."""
-        config = parse_model_spec(name, self.models)
-        update: dict[str, object] = {}
-        if self.max_concurrency is not None:
-            update["max_concurrency"] = self.max_concurrency
-        if self.requests_per_minute is not None:
-            update["requests_per_minute"] = self.requests_per_minute
-        if self.tokens_per_minute is not None:
-            update["tokens_per_minute"] = self.tokens_per_minute
-        if self.retry is not None:  # only the fields the run sets; the model keeps the rest
-            update["retry"] = config.retry.model_copy(
-                update=self.retry.model_dump(exclude_unset=True)
-            )
-        # A helper model (knowledge, selector, extractor) named like the evaluated model is
-        # that model, endpoint included.
-        if (evaluated or name in self.model) and self.base_url and name not in self.models:
-            update["endpoints"] = [self.base_url]
-        config = config.model_copy(update=update)
-        return spec_label(name, config), config
+    def base_url_models(self) -> Sequence[str]:
+        return self.model
 
     def check_models(self) -> None:
         """Fail on a bad model spec before touching any data or server."""
@@ -118,10 +97,10 @@ class RunSpec(BaseModel):
                 "endpoint in a config file ([models.NAME] endpoints = [...])"
             )
         for name in self.model:
-            self.resolve_model(name, evaluated=True)
+            self.resolve(name)
         for helper in (self.knowledge_model, self.selector_model, self.extractor_model):
             if helper:
-                self.resolve_model(helper, evaluated=False)
+                self.resolve(helper)
 
     def thresholds_for(self, defaults: Sequence[float] | None) -> list[float | None]:
         """The threshold cells of one dataset: only datasets resolved by a score (those with

@@ -1,7 +1,7 @@
 """Datasets and what "resolved" means for each."""
 
-from hpt.tasks.base import Check, DatasetError, Reading, Sample, Task, select
-from hpt.tasks.registry import TASKS, UnknownTaskError, get_task
+from hpt.tasks.base import Check, DatasetError, Sample, Task, select
+from hpt.tasks.registry import TASKS, UnknownTaskError, get_task, register_task
 from hpt.tasks.sources import DATA_DIR_ENV, resolve_data_dir
 
 __all__ = [
@@ -9,11 +9,11 @@ __all__ = [
     "TASKS",
     "Check",
     "DatasetError",
-    "Reading",
     "Sample",
     "Task",
     "UnknownTaskError",
     "get_task",
+    "register_task",
     "resolve_data_dir",
     "select",
 ]

@@ -11,6 +11,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from hpt.prompts import FieldValue, PromptSet
+from hpt.results.info import ReportTable, TaskInfo
+from hpt.results.records import Reading
+from hpt.tasks import tables
 
 
 class DatasetError(ValueError):
@@ -26,13 +29,6 @@ class Sample(BaseModel):
     # The gold answer as shown in a three-shot exemplar (a worked solution for GSM8K).
     shown_answer: str | None = None
     meta: dict[str, str] = Field(default_factory=dict)
-
-
-class Reading(BaseModel):
-    """One reader's answer to a completion, and whether it matches the target."""
-
-    parsed: str | None
-    resolved: bool
 
 
 class Check(BaseModel):
@@ -58,10 +54,31 @@ class Task(ABC):
     hub_split: ClassVar[str]
     # HPI_dataset: the human-annotated penalty for an unresolved sample (HPT table 4).
     penalty: ClassVar[float]
+    # How reports show the dataset: its kind, headline metric, and the table it joins
+    # (``rank`` orders the datasets inside it). Saved in run.json by ``info()``.
+    kind: ClassVar[str] = "answer"
+    metric: ClassVar[str] = "accuracy"
+    report_table: ClassVar[ReportTable] = tables.ANSWERS
+    report_rank: ClassVar[int] = 100
+    # Where the task's prompt file NAME.toml lives; None: hpt's own templates. A plugin's
+    # dataset points it at its package.
+    prompt_dir: ClassVar[Path | None] = None
 
     def __init__(self, data_dir: Path | None = None) -> None:
         self.data_dir = data_dir
-        self.prompts = PromptSet.load(self.name)
+        self.prompts = PromptSet.load(self.name, self.prompt_dir)
+
+    @classmethod
+    def info(cls) -> TaskInfo:
+        """The dataset as reports see it, without this code."""
+        return TaskInfo(
+            name=cls.name,
+            title=cls.title,
+            kind=cls.kind,
+            metric=cls.metric,
+            rank=cls.report_rank,
+            table=cls.report_table,
+        )
 
     # -- data ---------------------------------------------------------------------------
     @abstractmethod

@@ -15,6 +15,7 @@ class BoolQ(Task):
     hub_id = "google/boolq"
     hub_split = "validation"
     penalty = 1.71
+    report_rank = 3
 
     def _all(self) -> list[Sample]:
         if self.data_dir is None:

@@ -17,6 +17,7 @@ class CommonsenseQA(Task):
     hub_id = "tau/commonsense_qa"
     hub_split = "validation"
     penalty = 2.52
+    report_rank = 4
 
     def _make(
         self, sid: str, stem: str, labels: list[str], texts: list[str], key: str, where: str

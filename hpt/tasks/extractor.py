@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.prompts import PromptSet
-from hpt.tasks.base import Check, Reading, Sample, Task
+from hpt.results.records import Reading
+from hpt.tasks.base import Check, Sample, Task
 
 PURPOSE = "extract"
 

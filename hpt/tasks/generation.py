@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import ClassVar
 
+from hpt.results.info import TaskInfo
+from hpt.tasks import tables
 from hpt.tasks.base import Check, Sample, Task
 
 _LABEL = re.compile(
@@ -346,6 +348,11 @@ class GenerationTask(Task):
     metric_name: ClassVar[str]
     metric_description: ClassVar[str]
     corpus_metric: ClassVar[str]
+    # How the corpus score is computed (hpt.results.scoring.CORPUS_RULES); "mean": the mean
+    # of the sentence scores.
+    corpus_rule: ClassVar[str] = "mean"
+    kind = "text"
+    report_table = tables.TEXT
     # Regex alternations for the extraction rules (see the module docstring).
     answer_nouns: ClassVar[str]
     quote_cues: ClassVar[str]
@@ -362,12 +369,19 @@ class GenerationTask(Task):
     def score(self, output: str, reference: str) -> float: ...
 
     @classmethod
-    def corpus_score(
-        cls, outputs: Sequence[str], references: Sequence[str], scores: Sequence[float | None]
-    ) -> float:
-        """The dataset-level score; by default the mean of the sentence scores."""
-        known = [s for s in scores if s is not None]
-        return sum(known) / len(known) if known else 0.0
+    def info(cls) -> TaskInfo:
+        return (
+            super()
+            .info()
+            .model_copy(
+                update={
+                    "metric": cls.corpus_metric,
+                    "score_metric": cls.metric_name,
+                    "corpus_metric": cls.corpus_metric,
+                    "corpus_rule": cls.corpus_rule,
+                }
+            )
+        )
 
     def passed_over(self, candidate: str) -> bool:
         """Whether an extraction candidate is plainly not the answer (none by default)."""

@@ -35,6 +35,7 @@ class GSM8K(Task):
     hub_config = "main"
     hub_split = "test"
     penalty = 2.14
+    report_rank = 2
 
     def _rows(self, split: str) -> list[tuple[str, dict[str, Any]]]:
         if self.data_dir is None:

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from hpt.tasks import tables
 from hpt.tasks.base import Check, DatasetError, Sample, Task
 from hpt.tasks.sandbox import Sandbox
 from hpt.tasks.sources import field, load_hub, require_file
@@ -60,6 +61,9 @@ class HumanEval(Task):
     hub_id = "openai/openai_humaneval"
     hub_split = "test"
     penalty = 4.68
+    kind = "code"
+    metric = "pass@1"
+    report_table = tables.CODE
 
     def __init__(self, data_dir: Any = None, sandbox: Sandbox | None = None) -> None:
         super().__init__(data_dir)

@@ -15,13 +15,12 @@ import io
 import re
 import tarfile
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
 from pathlib import Path
 
+from hpt.results.textmetrics import SENTENCE_BLEU, sentence_bleu
 from hpt.tasks.base import DatasetError, Sample
 from hpt.tasks.generation import GenerationTask, drop_runs, words
 from hpt.tasks.sources import load_hub, require_file
-from hpt.tasks.textmetrics import SENTENCE_BLEU, corpus_bleu, sentence_bleu
 
 
 def _segments(archive: Path, member_suffix: str) -> dict[tuple[str, str], str]:
@@ -82,6 +81,8 @@ class IWSLT(GenerationTask):
     metric_name = "sentence BLEU"
     metric_description = SENTENCE_BLEU
     corpus_metric = "corpus BLEU"
+    corpus_rule = "corpus_bleu"
+    report_rank = 1
     answer_nouns = r"translation|traduction|french"
     quote_cues = (
         r"translation(?:[ \t]+(?:is|would be|will be|could be|reads))?"
@@ -90,12 +91,6 @@ class IWSLT(GenerationTask):
     )
     # One TED segment translates to one paragraph: several paragraphs always hold more.
     reasoning_only = False
-
-    @classmethod
-    def corpus_score(
-        cls, outputs: Sequence[str], references: Sequence[str], scores: Sequence[float | None]
-    ) -> float:
-        return corpus_bleu(outputs, references)
 
     def _load(self, test_set: str) -> list[Sample]:
         if self.data_dir is None:

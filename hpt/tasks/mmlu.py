@@ -19,6 +19,7 @@ class MMLU(Task):
     hub_config = "all"
     hub_split = "test"
     penalty = 3.03
+    report_rank = 1
 
     def _make(
         self, subject: str, split: str, index: int, question: str, options: list[str], answer: str

@@ -13,6 +13,7 @@ from hpt.tasks.iwslt import IWSLT
 from hpt.tasks.mmlu import MMLU
 from hpt.tasks.samsum import SAMSum
 
+# Open: plugins add theirs with register_task.
 TASKS: dict[str, type[Task]] = {
     t.name: t for t in (BoolQ, GSM8K, CommonsenseQA, MMLU, HumanEval, IWSLT, SAMSum)
 }
@@ -20,6 +21,16 @@ TASKS: dict[str, type[Task]] = {
 
 class UnknownTaskError(ValueError):
     pass
+
+
+def register_task(cls: type[Task], *, replace: bool = False) -> type[Task]:
+    """Make ``cls`` a dataset ``--dataset`` can name (a plugin's own); usable as a class
+    decorator. Its ``info()`` goes into run.json, so reports need no code of it."""
+    name = cls.name.lower()
+    if name in TASKS and TASKS[name] is not cls and not replace:
+        raise UnknownTaskError(f"a dataset named {name!r} is registered already")
+    TASKS[name] = cls
+    return cls
 
 
 def get_task(name: str, data_dir: Path | None = None) -> Task:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 
+from hpt.results.textmetrics import ROUGE_L, rouge_l
 from hpt.tasks.base import Sample
 from hpt.tasks.generation import GenerationTask, drop_runs, words
 from hpt.tasks.sources import field, load_hub, read_csv_rows, require_file
-from hpt.tasks.textmetrics import ROUGE_L, rouge_l
 
 COPY_RUN = 16
 _SPEAKER = re.compile(r"^\s*([^:\n]{1,40}):\s*(.*)$")
@@ -69,6 +69,7 @@ class SAMSum(GenerationTask):
     metric_name = "ROUGE-L F"
     metric_description = ROUGE_L
     corpus_metric = "mean ROUGE-L F"
+    report_rank = 2
     answer_nouns = r"summary|résumé|tl;dr"
     quote_cues = r"summary(?:[ \t]+(?:is|would be|will be|could be|reads))?|in summary|in short"
 

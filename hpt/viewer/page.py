@@ -17,14 +17,14 @@ from pathlib import Path
 from string import Template
 from typing import Any, TextIO
 
-from hpt.orchestrator.records import Cell, SampleRecord
-from hpt.orchestrator.store import read_records
+from hpt.results.records import Cell, SampleRecord
+from hpt.results.store import read_records
 
 CHUNK = 200  # records per compressed block: small enough to open a sample at once
 
 
 def _asset(name: str) -> str:
-    return resources.files("hpt.orchestrator").joinpath("viewer_assets", name).read_text("utf-8")
+    return resources.files("hpt.viewer").joinpath("assets", name).read_text("utf-8")
 
 
 def _script_json(value: Any) -> str:

@@ -1,0 +1,5 @@
+"""The ``hpt`` command line."""
+
+from hpt.cli.main import main
+
+__all__ = ["main"]

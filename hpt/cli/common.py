@@ -1,0 +1,58 @@
+"""What every subcommand shares: the errors a user can cause, exit codes, list arguments."""
+
+from __future__ import annotations
+
+import argparse
+
+from hpt.backends import BackendError, CacheError, UnknownModelSpecError
+from hpt.graphs import UnknownStrategyError
+from hpt.plugins import PluginError
+from hpt.prompts import PromptError
+from hpt.reports import ReportError
+from hpt.results.store import RunDirError
+from hpt.runs.spec import ConfigError
+from hpt.tasks import DatasetError, UnknownTaskError
+
+# Each is reported as one line, "hpt: error: ...", with exit status 2.
+USER_ERRORS: tuple[type[Exception], ...] = (
+    PluginError,
+    BackendError,
+    CacheError,
+    ConfigError,
+    DatasetError,
+    PromptError,
+    ReportError,
+    RunDirError,
+    UnknownModelSpecError,
+    UnknownStrategyError,
+    UnknownTaskError,
+)
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def names(value: str) -> list[str]:
+    """A comma-separated list: ``boolq,csqa``."""
+    return [s.strip() for s in value.split(",") if s.strip()]
+
+
+def modes(value: str) -> list[str]:
+    chosen = names(value)
+    for mode in chosen:
+        if mode not in ("standard", "adaptive"):
+            raise argparse.ArgumentTypeError(f"{mode!r}: choose standard or adaptive")
+    return chosen
+
+
+def floats(value: str) -> list[float]:
+    try:
+        return [float(v) for v in names(value)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected numbers such as 0.15,0.2") from None
+
+
+def require_positive(args: argparse.Namespace, *flags: str) -> None:
+    for flag in flags:
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")

@@ -1,0 +1,243 @@
+"""``hpt run``: climb the ladder over datasets x models x modes, or resume a run."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from rich.console import Console
+
+from hpt.backends import RetryPolicy
+from hpt.cli.common import EXIT_INTERRUPTED, floats, modes, names, require_positive
+from hpt.cli.options import (
+    add_generation_options,
+    add_model_options,
+    given_model_flags,
+    merge_model_options,
+)
+from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
+from hpt.plugins import load_plugins
+from hpt.results.store import SAMPLES, SUMMARY
+from hpt.runs.config import ConfigError, validation_message
+from hpt.runs.runner import default_out_dir, load_saved_spec, run_evaluation
+from hpt.runs.spec import RunSpec
+from hpt.tasks import TASKS
+
+# CLI flag -> RunSpec field, beyond the model and generation options
+RUN_FLAGS = {
+    "dataset": "dataset",
+    "model": "model",
+    "knowledge_model": "knowledge_model",
+    "mode": "mode",
+    "selector_model": "selector_model",
+    "extractor_model": "extractor_model",
+    "share_completions": "share_completions",
+    "strategies": "strategies",
+    "limit": "limit",
+    "seed": "seed",
+    "concurrency": "concurrency",
+    "epoch": "epoch",
+    "threshold": "threshold",
+    "samples_per_task": "samples_per_task",
+    "data_dir": "data_dir",
+    "out": "out",
+}
+# What may change when a run is resumed: how fast it goes, not what it computes.
+RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts"}
+
+
+def strategy_arg(value: str) -> tuple[str, str, Any]:
+    """``NAME.FIELD=VALUE``; VALUE is read as JSON when it parses (7, true, [1, 2]), else
+    as text."""
+    key, sep, raw = value.partition("=")
+    name, dot, field = key.strip().partition(".")
+    if not sep or not dot or not name or not field:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected STRATEGY.FIELD=VALUE")
+    try:
+        parsed: Any = json.loads(raw)
+    except json.JSONDecodeError:
+        parsed = raw
+    return name, field.strip(), parsed
+
+
+def add_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="climb the HPF ladder over a dataset and report the HPI")
+    run.add_argument(
+        "--dataset",
+        action="extend",
+        type=names,
+        help=f"one or more of {', '.join(TASKS)} (repeat the flag or separate with commas)",
+    )
+    run.add_argument(
+        "--model",
+        action="append",
+        help="local (default), openai:MODEL, anthropic:MODEL, tgi:URL[,URL...], hf:MODEL_ID "
+        "or a model named in --config; repeat for several models",
+    )
+    add_model_options(run)
+    run.add_argument("--knowledge-model", help="model for generated knowledge (default: --model)")
+    run.add_argument(
+        "--mode",
+        action="extend",
+        type=modes,
+        help="standard: climb level by level (default); adaptive: a prompt-selector picks "
+        "each level (HPT appendix E); standard,adaptive runs both",
+    )
+    run.add_argument("--selector-model", help="adaptive mode's prompt-selector (default: --model)")
+    run.add_argument(
+        "--share-completions",
+        action="store_true",
+        default=None,
+        help="adaptive attempts reuse the standard ladder's cached completions "
+        "(default: the two modes are independent samples)",
+    )
+    run.add_argument(
+        "--extractor-model",
+        help="a model that states each completion's final answer, read instead of the rule "
+        "reader; both readings are recorded and their disagreement summarised",
+    )
+    run.add_argument("--strategies", type=names, help="comma-separated ladder, lowest level first")
+    run.add_argument(
+        "--strategy-arg",
+        action="append",
+        type=strategy_arg,
+        metavar="NAME.FIELD=VALUE",
+        help="a strategy's parameter, e.g. self_consistency.n=7 or "
+        "generated_knowledge.candidates=5; repeatable",
+    )
+    run.add_argument("--limit", type=int, help="evaluate N samples (seeded choice)")
+    run.add_argument("--seed", type=int, help="seed for choosing samples (default 0)")
+    run.add_argument("--concurrency", type=int, help="samples in flight (default 8)")
+    run.add_argument("--out", type=Path, help="run directory (default runs/DATASET-MODEL-TIME)")
+    run.add_argument(
+        "--data-dir",
+        type=Path,
+        help="offline data laid out like shared/data "
+        "(default $HPT_DATA_DIR; unset: the Hugging Face hub)",
+    )
+    add_generation_options(run)
+    run.add_argument(
+        "--samples-per-task",
+        type=int,
+        help="independent climbs per sample; reports unbiased pass@k for k <= N (default 1)",
+    )
+    run.add_argument(
+        "--threshold",
+        action="extend",
+        type=floats,
+        help="iwslt/samsum: the score (0-1) that resolves a sample; several make one cell each "
+        "(default: the paper's two, 0.15 and 0.20)",
+    )
+    run.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="continue the run in DIR with its saved spec; finished samples are not repeated",
+    )
+    run.add_argument(
+        "--keep-errors",
+        action="store_true",
+        help="with --resume: keep samples that ended in an error instead of running them again",
+    )
+    run.add_argument("--epoch", type=int, help="a new epoch bypasses cached answers (default 0)")
+    run.add_argument("--no-progress", action="store_true", help="no live display")
+
+
+def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
+    require_positive(args, "limit", "concurrency", "max_concurrency", "rpm", "tpm",
+                     "max_attempts", "samples_per_task")  # fmt: skip
+    merged = merge_model_options(args)
+    for flag, key in RUN_FLAGS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            merged[key] = value
+    if args.strategy_arg:
+        given = {k: dict(v) for k, v in (merged.get("strategy_args") or {}).items()}
+        for name, field, value in args.strategy_arg:
+            given.setdefault(name, {})[field] = value
+        merged["strategy_args"] = given
+    # Config-file plugins load now, before anything they register is looked up.
+    merged["plugins"] = list(dict.fromkeys([*plugins, *(merged.get("plugins") or [])]))
+    load_plugins(merged["plugins"], installed=False)
+    if not merged.get("dataset"):
+        raise ConfigError("say which dataset to run: --dataset NAME (or dataset in [run])")
+    try:
+        spec = RunSpec.model_validate(merged)
+    except ValidationError as exc:
+        where = f"{args.config} or the command line" if args.config else "command line"
+        raise ConfigError(validation_message(exc, where)) from None
+    spec.check_models()  # a bad model spec fails before any data is touched
+    return spec.model_copy(update={"out": spec.out or default_out_dir(spec)})
+
+
+def resume_spec(args: argparse.Namespace) -> RunSpec:
+    given = [
+        f"--{flag.replace('_', '-')}"
+        for flag in RUN_FLAGS
+        if getattr(args, flag) is not None and flag not in RESUME_FLAGS
+    ]
+    given += [f for f in given_model_flags(args) if f.lstrip("-").replace("-", "_")
+              not in RESUME_FLAGS]  # fmt: skip
+    given += ["--strategy-arg"] if args.strategy_arg else []
+    if given:
+        raise ConfigError(
+            f"--resume continues the saved spec of {args.resume}; it cannot take "
+            f"{', '.join(given)} (only --concurrency, --max-concurrency, --rpm, --tpm, "
+            f"--max-attempts, --keep-errors, --no-progress)"
+        )
+    spec = load_saved_spec(args.resume).run_spec()
+    load_plugins(spec.plugins, installed=False)  # what the run was started with
+    update: dict[str, Any] = {"out": args.resume}
+    for flag in ("concurrency", "max_concurrency", "rpm", "tpm"):
+        if getattr(args, flag) is not None:
+            update[{"rpm": "requests_per_minute", "tpm": "tokens_per_minute"}.get(flag, flag)] = (
+                getattr(args, flag)
+            )
+    if args.max_attempts is not None:
+        update["retry"] = (spec.retry or RetryPolicy()).model_copy(
+            update={"max_attempts": args.max_attempts}
+        )
+    return spec.model_copy(update=update)
+
+
+def command(args: argparse.Namespace, console: Console, err: Console, plugins: list[str]) -> int:
+    if args.keep_errors and args.resume is None:
+        raise ConfigError("--keep-errors applies only with --resume DIR")
+    spec = resume_spec(args) if args.resume is not None else build_spec(args, plugins)
+    assert spec.out is not None
+    progress = None if args.no_progress or not console.is_terminal else RichProgress()
+    try:
+        result = asyncio.run(
+            run_evaluation(
+                spec,
+                progress,
+                resume=args.resume is not None,
+                retry_errors=not args.keep_errors,
+                command=["hpt", *sys.argv[1:]],
+            )
+        )
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.stop()
+        err.print(
+            f"hpt: interrupted; finished samples are kept in {spec.out}. "
+            f"Continue with: hpt run --resume {spec.out}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        if progress is not None:
+            progress.stop()
+    if len(result.summaries) == 1:
+        print_table(console, summary_table(result.summary, spec.strategies))
+    else:
+        print_table(console, cells_table(result.summaries))
+    console.print(f"records: {result.out / SAMPLES}  summary: {result.out / SUMMARY}")
+    console.print(f"report: hpt report {result.out}  traces: hpt view {result.out}")
+    return 0

@@ -1,0 +1,1 @@
+"""LLM-as-a-judge evaluations."""

@@ -1,0 +1,108 @@
+"""One model resolution for every command that calls models.
+
+A model is named by a spec (``openai:gpt-4o``, ``tgi:URL``, ``local``) or by the name of a
+``[models.NAME]`` entry in a config file. ``ModelSettings`` holds what turns a name into a
+model -- the named entries, ``--base-url`` and the run-wide limit and retry overrides -- and
+resolves each name once into a ``ResolvedModel``; the evaluated, knowledge, selector,
+extractor and judge roles all use that object, and ``ModelBackends`` opens one backend per
+distinct resolved model however many roles share it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import ConfigDict, Field, field_validator
+
+from hpt.backends import (
+    AnyModelConfig,
+    BackendStats,
+    ModelConfig,
+    RateLimitFields,
+    ResponseCache,
+    RetryPolicy,
+    open_backend,
+    parse_model_spec,
+    spec_label,
+)
+from hpt.backends.managed import ManagedBackend
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model as every role uses it: the key-free label records carry, and its config
+    with this run's overrides applied."""
+
+    label: str
+    config: ModelConfig
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Two roles with the same key share one backend (one set of limits)."""
+        return self.label, self.config.model_dump_json()
+
+
+class ModelSettings(RateLimitFields):
+    """How model names resolve; the model options every model-calling command accepts.
+    The rate-limit fields override every backend's own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The endpoint of the model(s) ``base_url_models()`` names, for a PROVIDER:MODEL spec.
+    base_url: str | None = None
+    # Named models from a config file, each validated as its provider's own config; any
+    # model option may name them. They hold no keys.
+    models: dict[str, AnyModelConfig] = Field(default_factory=dict)
+    # Overrides of every backend's own retry policy (only the fields set).
+    retry: RetryPolicy | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+    def base_url_models(self) -> Sequence[str]:
+        """The model names ``base_url`` is the endpoint of (the command's main model)."""
+        return ()
+
+    def resolve(self, name: str) -> ResolvedModel:
+        """The one resolution of ``name``: a helper model (knowledge, selector, extractor,
+        judge) named like the main model is that model, endpoint included."""
+        name = name.strip()
+        config = parse_model_spec(name, self.models)
+        update: dict[str, object] = {}
+        if self.max_concurrency is not None:
+            update["max_concurrency"] = self.max_concurrency
+        if self.requests_per_minute is not None:
+            update["requests_per_minute"] = self.requests_per_minute
+        if self.tokens_per_minute is not None:
+            update["tokens_per_minute"] = self.tokens_per_minute
+        if self.retry is not None:  # only the fields the run sets; the model keeps the rest
+            update["retry"] = config.retry.model_copy(
+                update=self.retry.model_dump(exclude_unset=True)
+            )
+        config = config.model_copy(update=update)
+        if self.base_url and name in self.base_url_models() and name not in self.models:
+            config = config.with_endpoint(self.base_url)
+        return ResolvedModel(spec_label(name, config), config)
+
+
+class ModelBackends:
+    """Opens each distinct resolved model once, on the caller's exit stack."""
+
+    def __init__(self, stack: contextlib.AsyncExitStack, cache: ResponseCache | None) -> None:
+        self._stack = stack
+        self._cache = cache
+        self._open: dict[tuple[str, str], ManagedBackend] = {}
+
+    async def open(self, model: ResolvedModel) -> ManagedBackend:
+        if model.key not in self._open:
+            self._open[model.key] = await self._stack.enter_async_context(
+                open_backend(model.config, label=model.label, cache=self._cache)
+            )
+        return self._open[model.key]
+
+    @property
+    def stats(self) -> dict[str, BackendStats]:
+        return {label: backend.stats for (label, _), backend in self._open.items()}

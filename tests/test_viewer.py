@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -13,6 +14,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from hpt.backends.base import Message
+from hpt.results import Attempt, Call
+from hpt.results.records import DepthRecord, SampleRecord, Verdict
 from hpt.viewer.page import write_view
 from tests.run_fixtures import make_record, write_run
 from tests.test_cli import HPT, hpt
@@ -141,6 +145,7 @@ def test_adaptive_sample_shows_selector_turns(browser: object, tmp_path: Path) -
     page.wait_for_selector("[data-node=selector]")
     assert "2 hallucinated turns" in (page.text_content("svg.ladder") or "")
     assert page.locator("ol.selections li").count() == 2
+    assert not page.is_visible("#f-variant")  # a run without variants has no such filter
     # Adaptive keeps its own drawing: selector edges, no "fail" steps down the ladder.
     assert page.locator("svg.ladder path[data-edge]").count() == 0
 
@@ -269,3 +274,170 @@ def test_serve_on_localhost(browser: object, big_run: Path, tmp_path: Path) -> N
 def test_view_errors(tmp_path: Path) -> None:
     missing = hpt("view", str(tmp_path / "nope"), "--no-open")
     assert missing.returncode == 2 and "is not a run directory" in missing.stderr
+
+
+# ---- DepthQA records: the node, its neighbourhood in the question graph, its conversation
+
+BOLD = "<b>x</b>"
+
+
+def _depth_record(node: str, depth: int, preds: list[str], succs: list[str], score: int | None,
+                  variant: str = "multi-turn", prompt: list[Message] | None = None,
+                  prediction: str = "an answer", node_id: str | None = None) -> DepthRecord:  # fmt: skip
+    """One node's record in one cell: a single zero-shot-like attempt judged ``score``."""
+    prompt = prompt or [Message(role="user", content=f"## Question:\nquestion {node}")]
+    call = Call(purpose="answer", model="alpha", messages=prompt, completion=prediction)
+    resolved = score is not None and score >= 4
+    attempt = Attempt(level=1, strategy="depth_zero_shot", calls=[call], completion=prediction,
+                      parsed=prediction, resolved=resolved,
+                      verdict=Verdict(score=score, feedback=f"feedback on {node}",
+                                      replies=[f"reply on {node} [RESULT] {score}"]))  # fmt: skip
+    return DepthRecord(
+        sample_id=node, dataset="depthqa", model="alpha", variant=variant,
+        strategies=["depth_zero_shot"], m=1, penalty=1.0, target=f"reference for q_{node}",
+        resolved_level=1 if resolved else None, hpi_score=1.0 if resolved else 2.0,
+        attempts=[attempt], node_id=node_id or node, qid=f"q_{node}", depth=depth,
+        predecessors=preds, successors=succs, prompt=prompt, prediction=prediction,
+        judge_score=score, feedback=f"feedback on {node}",
+        judge_replies=[f"reply on {node} [RESULT] {score}"],
+        min_k_prob=0.1234 if node == "c" else None,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def depth_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Depth 1: a (5), b (2); depth 2: c <- a, b (4); depth 3: e <- c, ghost (missing score;
+    ghost is not in the run). The multi-turn cell, a zero-shot cell with other scores, and a
+    plain HPT record beside them."""
+    conversation = [
+        Message(role="system", content="You are a helpful assistant."),
+        Message(role="user", content="## Question:\nquestion a"),
+        Message(role="assistant", content=BOLD),
+        Message(role="user", content="## Question:\nquestion b"),
+        Message(role="assistant", content="b's answer"),
+        Message(role="user", content="Based on previous questions, ## Question:\nquestion c"),
+    ]
+    graph = [("a", 1, [], ["c"]), ("b", 1, [], ["c"]), ("c", 2, ["a", "b"], ["e"]),
+             ("e", 3, ["c", "ghost"], [])]  # fmt: skip
+    multi = {"a": 5, "b": 2, "c": 4, "e": None}
+    records: list[SampleRecord] = [make_record("plain", level=2)]
+    for node, depth, preds, succs in graph:
+        records.append(_depth_record(node, depth, preds, succs, 1, variant="zero-shot"))
+    for node, depth, preds, succs in graph:
+        extra = {"prompt": conversation, "prediction": BOLD + EVIL} if node == "c" else {}
+        records.append(_depth_record(node, depth, preds, succs, multi[node], **extra))  # type: ignore[arg-type]
+    return write_run(tmp_path_factory.mktemp("depth") / "run", records)
+
+
+def _hood(page: object) -> list[dict[str, str]]:
+    return page.evaluate(  # type: ignore[attr-defined,no-any-return]
+        """() => [...document.querySelectorAll('[data-testid=neighbourhood] .hood-node')]
+          .map((b) => ({ node: b.dataset.node, role: b.dataset.role, label: b.textContent,
+                         tag: b.tagName.toLowerCase(), depth: b.parentElement.dataset.depth,
+                         colour: getComputedStyle(b).backgroundColor }))"""
+    )
+
+
+def test_depthqa_node_neighbourhood_and_conversation(
+    browser: object, depth_run: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "view.html"
+    assert write_view([depth_run], out) == 9
+    page = _page(browser, out.as_uri())
+    # The variant is a filter of its own and shows beside the mode.
+    assert page.is_visible("#f-variant")
+    options = page.locator("#f-variant option").all_inner_texts()
+    assert options == ["all", "zero-shot", "multi-turn"]
+    page.select_option("#f-variant", "multi-turn")
+    assert page.inner_text("#count").startswith("4 of 9")
+    modes = set(page.locator("#rows tr td:nth-child(4)").all_inner_texts())
+    assert modes == {"standard · multi-turn"}
+
+    _open(page, "c")
+    title = page.inner_text("[data-testid=title]")
+    assert title == "c · depthqa · alpha · standard · multi-turn"
+    depth = page.inner_text("[data-testid=depth]")
+    assert "q_c" in depth and "0.1234" in depth
+    assert page.inner_text("[data-testid=judge-score]") == "4 / 5"
+    # Feedback and raw replies are there, folded.
+    assert not page.is_visible("pre.feedback")
+    page.click("[data-testid=depth] summary:has-text('judge feedback')")
+    assert page.inner_text("pre.feedback") == "feedback on c"
+    assert page.locator("[data-testid=depth] summary:has-text('raw judge replies (1)')").count()
+
+    # Two predecessors above, the node, one successor below: scores from this cell only
+    # (the zero-shot cell scores every node 1), the missing one grey.
+    hood = _hood(page)
+    assert [(h["node"], h["role"], h["depth"], h["label"]) for h in hood] == [
+        ("a", "pred", "1", "a · 5"), ("b", "pred", "1", "b · 2"),
+        ("c", "self", "2", "c · 4"), ("e", "succ", "3", "e · –"),
+    ]  # fmt: skip
+    colour = {h["node"]: h["colour"] for h in hood}
+    grey = "rgb(217, 217, 217)"
+    assert colour["e"] == grey
+    assert len({colour["a"], colour["b"], colour["c"], grey}) == 4
+    assert [h["tag"] for h in hood] == ["button", "button", "span", "button"]
+
+    # The conversation: role-labelled turns, then the answer judged; model output is text.
+    turns = page.locator("[data-testid=conversation] .turn")
+    roles = [t.get_attribute("data-role") for t in turns.all()]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert turns.nth(2).locator("pre").inner_text() == BOLD
+    assert turns.nth(5).locator("pre").inner_text().startswith("Based on previous questions")
+    assert turns.nth(6).locator(".role").inner_text().lower() == "assistant · the answer judged"
+    assert turns.nth(6).locator("pre").inner_text() == BOLD + EVIL
+    assert page.locator("[data-testid=conversation] b, [data-testid=conversation] img").count() == 0
+    assert page.evaluate("window.pwned") is None
+    # The attempts follow, as for any record.
+    assert page.locator("section.attempt").count() == 1
+
+    # A predecessor opens its own record, in the same cell.
+    page.click("[data-testid=neighbourhood] button[data-node=a]")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=title]')?.textContent.startsWith('a ')"
+    )
+    assert page.inner_text("[data-testid=title]").endswith("· multi-turn")
+    assert [(h["node"], h["label"]) for h in _hood(page)] == [("a", "a · 5"), ("c", "c · 4")]
+    # And on to e, whose predecessor "ghost" is not in the run: grey, not a link.
+    page.click("[data-testid=neighbourhood] button[data-node=c]")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=title]')?.textContent.startsWith('c ')"
+    )
+    page.click("[data-testid=neighbourhood] button[data-node=e]")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=title]')?.textContent.startsWith('e ')"
+    )
+    ghost = next(h for h in _hood(page) if h["node"] == "ghost")
+    assert ghost == {"node": "ghost", "role": "pred", "label": "ghost · –", "tag": "span",
+                     "depth": "2", "colour": grey}  # fmt: skip
+    assert page.inner_text("[data-testid=judge-score]") == "missing"
+
+    # The same node in the zero-shot cell is its own record, with its own scores.
+    page.select_option("#f-variant", "zero-shot")
+    _open(page, "c")
+    assert page.inner_text("[data-testid=title]").endswith("· zero-shot")
+    assert {h["label"] for h in _hood(page)} == {"a · 1", "b · 1", "c · 1", "e · 1"}
+
+    # A plain HPT record beside them is shown as before: no node, no conversation.
+    page.select_option("#f-variant", "")
+    ladder = _open(page, "plain")
+    assert page.inner_text("[data-testid=title]") == "plain · boolq · alpha · standard"
+    assert ladder["edges"] == ["L1>L2", "L2>end"]
+    assert page.locator("[data-testid=depth], [data-testid=conversation]").count() == 0
+    assert page.errors == []
+
+
+def test_index_rows_carry_judge_scores(tmp_path: Path) -> None:
+    records: list[SampleRecord] = [
+        make_record("plain", level=1),
+        _depth_record("a", 1, [], ["c"], 5),
+        _depth_record("n7", 2, ["a"], [], None, node_id="c"),
+    ]
+    out = tmp_path / "view.html"
+    write_view([write_run(tmp_path / "run", records)], out)
+    found = re.search(r'id="hpt-index">(.*?)</script>', out.read_text())
+    assert found is not None
+    index = json.loads(found.group(1))
+    assert [len(r) for r in index["rows"]] == [9, 11, 12]
+    assert index["rows"][1][9:] == [5, 1] and index["rows"][2][9:] == [None, 2, "c"]
+    assert [c["variant"] for c in index["cells"]] == [None, "multi-turn"]

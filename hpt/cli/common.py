@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hpt.backends import BackendError, CacheError, UnknownModelSpecError
+from hpt.depth.graph import GraphError
 from hpt.graphs import UnknownStrategyError
 from hpt.plugins import PluginError
 from hpt.prompts import PromptError
@@ -20,6 +21,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     CacheError,
     ConfigError,
     DatasetError,
+    GraphError,
     PromptError,
     ReportError,
     RunDirError,

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from hpt import __version__
 from hpt.backends import PROVIDERS, load_dotenv_file, redact, spec_help
-from hpt.cli import cache, judge, report, run, summarize, view
+from hpt.cli import agreement, cache, decompose, judge, report, run, summarize, view
 from hpt.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, names
 from hpt.graphs import DEFAULT_LADDER, STRATEGIES, STRATEGY_PARAMS, mermaid
 from hpt.plugins import installed_plugins, load_plugins
@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     report.add_parser(sub)
     view.add_parser(sub)
     summarize.add_parser(sub)
+    agreement.add_parser(sub)
+    decompose.add_parser(sub)
     sub.add_parser("list", help="list datasets, strategies, model providers and plugins")
     cache.add_parser(sub)
     for command in sub.choices.values():  # "hpt run --plugin X" as well as "hpt --plugin X run"
@@ -85,6 +87,10 @@ def _dispatch(args: argparse.Namespace, console: Console, err: Console) -> int:
         return summarize.command(args, console)
     if args.command == "cache":
         return cache.command(args, console)
+    if args.command == "agreement":
+        return agreement.command(args, console)
+    if args.command == "decompose":
+        return decompose.command(args, console)
     return _list(console)
 
 

@@ -44,11 +44,23 @@ RUN_FLAGS = {
     "epoch": "epoch",
     "threshold": "threshold",
     "samples_per_task": "samples_per_task",
+    "depth_mode": "depth_mode",
+    "graph": "graph",
+    "judge_model": "judge_model",
     "data_dir": "data_dir",
     "out": "out",
 }
 # What may change when a run is resumed: how fast it goes, not what it computes.
 RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts"}
+
+
+def depth_modes(value: str) -> list[str]:
+    chosen = names(value)
+    known = ("zero-shot", "prompt-gold", "prompt-pred", "multi-turn")
+    for mode in chosen:
+        if mode not in known:
+            raise argparse.ArgumentTypeError(f"{mode!r}: choose from {', '.join(known)}")
+    return chosen
 
 
 def strategy_arg(value: str) -> tuple[str, str, Any]:
@@ -143,6 +155,24 @@ def add_parser(sub: Any) -> None:
         "--keep-errors",
         action="store_true",
         help="with --resume: keep samples that ended in an error instead of running them again",
+    )
+    run.add_argument(
+        "--depth-mode",
+        action="extend",
+        type=depth_modes,
+        help="depthqa: zero-shot, prompt-gold, prompt-pred, multi-turn (comma-separated; one "
+        "cell each; default zero-shot unless --strategies names a ladder)",
+    )
+    run.add_argument(
+        "--graph",
+        type=Path,
+        metavar="DIR",
+        help="depthqa: a question graph directory (questions.jsonl, nodes.jsonl, "
+        "node_to_q.jsonl), e.g. written by hpt decompose (default: the hub; offline "
+        "--data-dir has the questions without the graph)",
+    )
+    run.add_argument(
+        "--judge-model", help="depthqa: the model that scores answers 1-5 (default: --model)"
     )
     run.add_argument("--epoch", type=int, help="a new epoch bypasses cached answers (default 0)")
     run.add_argument("--no-progress", action="store_true", help="no live display")

@@ -88,6 +88,13 @@ def _node(
             exemplar_pool=runtime.exemplar_pool,
             previous=state["attempts"],
             cache_seed=attempt_seed(base, iteration, tried, level, runtime.share_completions),
+            shared_seed=attempt_seed(
+                cache_seed("*", runtime.epoch, state.get("draw", 0)),
+                iteration,
+                tried,
+                level,
+                runtime.share_completions,
+            ),
         )
         if name in runtime.strategy_args:
             ctx.args = runtime.strategy_args[name]
@@ -107,6 +114,7 @@ def _node(
             )
             attempt.detail, attempt.score = check.detail, check.score
             attempt.alternatives = check.alternatives
+            attempt.verdict = check.verdict
         attempt.calls = ctx.calls
         attempt.notes = ctx.notes
         return {"attempts": [attempt]}
@@ -117,7 +125,8 @@ def _node(
 async def _read(runtime: LadderRuntime, ctx: StrategyContext, completion: str) -> Check:
     """The task's check of ``completion``: by the rule reader, or by the extractor model with
     the rule reader's reading kept beside it."""
-    check = await runtime.task.acheck(ctx.sample, completion)
+    check = await runtime.task.acheck(ctx.sample, completion, ctx.shared_seed)
+    ctx.calls.extend(check.calls)  # a judge's calls belong to the attempt it judged
     extractor = runtime.extractor
     if extractor is None or not extractor.applies_to(runtime.task):
         return check

@@ -42,6 +42,9 @@ class StrategyContext:
     notes: dict[str, str] = field(default_factory=dict)
     # Keeps this sample's (and epoch's) cached answers apart from every other's.
     cache_seed: str = ""
+    # The same without the sample's identity: for calls that depend only on what they ask
+    # (DepthQA's shared predecessor questions), so identical prompts share one answer.
+    shared_seed: str = ""
     calls: list[Call] = field(default_factory=list)
     # The strategy's parameters, validated against the model it registered
     # (--strategy-arg NAME.FIELD=VALUE); its defaults when none were given.

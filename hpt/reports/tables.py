@@ -14,13 +14,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.reports import ReportError
 from hpt.results.info import Column, ReportTable, TaskInfo
-from hpt.results.records import Cell, SampleRecord
+from hpt.results.records import Cell, DepthRecord, SampleRecord
 from hpt.results.store import RunDirError, read_records, read_run_info
 from hpt.results.tally import Summary, Tally
 
@@ -87,6 +88,8 @@ class CellReport(BaseModel):
     accuracy_ci: tuple[float, float] | None = None
     # HumanEval's table-2 figure: hpf@1 with repeated draws, else the share resolved.
     pass_at_1: float | None = None
+    # Intervals of other columns' values, by the column's value path ("depth_scores.2").
+    intervals: dict[str, tuple[float, float]] = {}
     cost_usd: float | None = None
     source: str = ""
 
@@ -98,12 +101,17 @@ class _Acc:
     hpi: Counter[float] = field(default_factory=Counter)
     resolved: Counter[float] = field(default_factory=Counter)
     tokens: dict[str, list[int]] = field(default_factory=dict)  # call model -> [in, out]
+    # value path -> {value: count}, for the intervals of other columns (DepthQA's depth means)
+    spreads: dict[str, Counter[float]] = field(default_factory=dict)
 
     def add(self, record: SampleRecord) -> None:
         self.tally.add(record)
         if record.hpi_score is not None:
             self.hpi[record.hpi_score] += 1
             self.resolved[float(record.resolved_level is not None)] += 1
+        if isinstance(record, DepthRecord) and record.error is None and record.judge_score:
+            path = f"depth_scores.{record.depth}"
+            self.spreads.setdefault(path, Counter())[float(record.judge_score)] += 1
         calls = [c for a in record.attempts for c in a.calls]
         calls += [s.call for s in record.selections if s.call is not None]
         for call in calls:
@@ -149,6 +157,11 @@ def collect(
                 hpi_ci=bootstrap_ci(acc.hpi),
                 accuracy_ci=bootstrap_ci(acc.resolved),
                 pass_at_1=summary.pass_at_k.get("hpf@1", summary.accuracy),
+                intervals={
+                    path: ci
+                    for path, counts in acc.spreads.items()
+                    if (ci := bootstrap_ci(counts)) is not None
+                },
                 cost_usd=_cost(acc.tokens, prices) if prices else None,
                 source=str(acc.source),
             )
@@ -205,21 +218,33 @@ def _thresholds(reports: list[CellReport], dataset: str, mode: str) -> list[floa
     return sorted(t for t in found if t is not None)
 
 
+def _lookup(summary: Summary, path: str) -> float | int | None:
+    """A dotted path into the summary: "depth_scores.2", "forward_discrepancy.overall.value"."""
+    value: Any = summary
+    for part in path.split("."):
+        if value is None:
+            return None
+        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _value(r: CellReport | None, column: Column) -> str:
     """One cell of a declared table: the value, scaled, with its interval where it has one."""
     if r is None:
         return "-"
     s = r.summary
-    value, ci = {
+    known: dict[str, tuple[float | int | None, tuple[float, float] | None]] = {
         "hpi": (s.hpi, r.hpi_ci),
         "accuracy": (s.accuracy, r.accuracy_ci),
-        "level1_accuracy": (s.level1_accuracy, None),
         "pass_at_1": (r.pass_at_1, r.accuracy_ci),
-        "text_score": (s.text_score, None),
-    }[column.value]
+    }
+    value, ci = known.get(column.value) or (_lookup(s, column.value),
+                                            r.intervals.get(column.value))  # fmt: skip
     if column.percent:
         value = None if value is None else 100 * value
         ci = (100 * ci[0], 100 * ci[1]) if ci else None
+    if isinstance(value, int):  # a count
+        return str(value)
     return _f(value) + (_ci(ci) if column.interval else "")
 
 
@@ -232,7 +257,8 @@ def declared_tables(reports: list[CellReport], mode: str = "standard") -> list[R
     found: dict[str, ReportTable] = {}
     for r in reports:
         if r.summary.mode == mode:
-            found.setdefault(r.info.table.key, r.info.table)
+            for table in r.info.tables:
+                found.setdefault(table.key, table)
     return sorted(found.values(), key=lambda t: t.order)
 
 
@@ -240,7 +266,10 @@ def declared_table(
     reports: list[CellReport], table: ReportTable, mode: str = "standard"
 ) -> str | None:
     """One declared table over the cells of ``mode`` whose datasets joined it."""
-    mine = [r for r in reports if r.summary.mode == mode and r.info.table.key == table.key]
+    mine = [
+        r for r in reports
+        if r.summary.mode == mode and any(t.key == table.key for t in r.info.tables)
+    ]  # fmt: skip
     if not mine:
         return None
     infos: dict[str, TaskInfo] = {}
@@ -250,13 +279,15 @@ def declared_table(
     datasets = sorted(infos, key=lambda d: infos[d].rank)
     if table.layout == "cells":
         several = len(datasets) > 1
-        header = (["dataset"] if several else []) + ["model"]
+        variants = any(r.summary.variant is not None for r in mine)
+        header = (["dataset"] if several else []) + ["model"] + (["variant"] if variants else [])
         header += [_label(c, infos[datasets[0]]) for c in table.columns]
         rows = []
         for r in sorted(mine, key=lambda r: infos[r.summary.dataset].rank):
             s = r.summary
             at = f" @{s.threshold:g}" if s.threshold is not None else ""
             row = ([s.dataset + at] if several else []) + [s.model]
+            row += [s.variant or "ladder"] if variants else []
             rows.append(row + [_value(r, c) for c in table.columns])
         return _table(header, rows)
     groups: list[tuple[str, float | None]] = []

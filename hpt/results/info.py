@@ -8,9 +8,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# What a column shows of a cell: its HPI, its share resolved, resolved at level 1, HumanEval's
-# pass@1 (hpf@1 with repeated draws), or the text task's corpus score.
-ColumnValue = Literal["hpi", "accuracy", "level1_accuracy", "pass_at_1", "text_score"]
+# The values a column can show with a 95% bootstrap interval: the HPI, the share resolved,
+# and HumanEval's pass@1 (hpf@1 with repeated draws). Any other value is a dotted path into
+# the cell's summary ("text_score", "depth_scores.2", "forward_discrepancy.overall.value").
+WITH_INTERVALS = ("hpi", "accuracy", "pass_at_1")
 
 
 class Column(BaseModel):
@@ -18,7 +19,7 @@ class Column(BaseModel):
 
     # The header; "{metric}" stands for the dataset's corpus metric ("corpus BLEU").
     label: str
-    value: ColumnValue
+    value: str
     # Shown x100 (accuracy as a percentage).
     percent: bool = False
     # With its 95% bootstrap interval, where the value has one.
@@ -74,6 +75,12 @@ class TaskInfo(BaseModel):
     # Where the dataset sits among the table's column groups (HPT's column order).
     rank: int = 100
     table: ReportTable = Field(default_factory=lambda: DEFAULT_TABLE)
+    # Further tables the dataset joins (DepthQA: discrepancy intensity and frequency).
+    extra_tables: tuple[ReportTable, ...] = ()
+
+    @property
+    def tables(self) -> tuple[ReportTable, ...]:
+        return (self.table, *self.extra_tables)
 
 
 def unknown_task(name: str) -> TaskInfo:

@@ -5,8 +5,10 @@ prompt-selector's turns. These types are the whole saved format; nothing here ru
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -25,6 +27,15 @@ class Reading(BaseModel):
 
     parsed: str | None
     resolved: bool
+
+
+class Verdict(BaseModel):
+    """A judge model's verdict on one answer: its score on the judge's scale (None when no
+    valid score was given, after retries: missing, never 0), its feedback and raw replies."""
+
+    score: int | None
+    feedback: str = ""
+    replies: list[str] = Field(default_factory=list)
 
 
 class Call(BaseModel):
@@ -75,6 +86,8 @@ class Attempt(BaseModel):
     notes: dict[str, str] = Field(default_factory=dict)
     # Other readers' answers to the same completion ("strict", "rule"); they never decide.
     alternatives: dict[str, Reading] = Field(default_factory=dict)
+    # Tasks checked by a judge model (DepthQA): the judge's verdict; its calls are in calls.
+    verdict: Verdict | None = None
     error: str | None = None
 
     @property
@@ -112,15 +125,19 @@ class Cell:
     model: str  # the evaluated model's label, as records name it
     mode: str
     threshold: float | None = None
+    # A dataset's own run dimension (DepthQA's inference mode); None for the plain ladder.
+    variant: str | None = None
 
     @property
     def title(self) -> str:
         at = f" @{self.threshold:g}" if self.threshold is not None else ""
-        return f"{self.dataset}{at} · {self.model} · {self.mode}"
+        variant = f" · {self.variant}" if self.variant is not None else ""
+        return f"{self.dataset}{at} · {self.model} · {self.mode}{variant}"
 
     def key(self, sample_id: str, draw: int) -> tuple[object, ...]:
         """A record's identity within a run (``SampleRecord.key``)."""
-        return (self.dataset, self.model, self.mode, self.threshold, sample_id, draw)
+        return (self.dataset, self.model, self.mode, self.threshold, self.variant, sample_id,
+                draw)  # fmt: skip
 
 
 class SampleRecord(BaseModel):
@@ -132,6 +149,8 @@ class SampleRecord(BaseModel):
     mode: str = "standard"
     # Translation/summarisation: the score that resolved a sample in this run's cell.
     threshold: float | None = None
+    # A dataset's own run dimension: DepthQA's inference mode ("zero-shot", ...).
+    variant: str | None = None
     strategies: list[str]
     m: int
     penalty: float
@@ -149,7 +168,7 @@ class SampleRecord(BaseModel):
 
     @property
     def cell(self) -> Cell:
-        return Cell(self.dataset, self.model, self.mode, self.threshold)
+        return Cell(self.dataset, self.model, self.mode, self.threshold, self.variant)
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -182,3 +201,39 @@ class SampleRecord(BaseModel):
     def cached_calls(self) -> int:
         selector = sum(s.call.cached for s in self.selections if s.call)
         return sum(c.cached for a in self.attempts for c in a.calls) + selector
+
+
+class DepthRecord(SampleRecord):
+    """A DepthQA node's record: one per (node, cell), never one per question. ``sample_id``
+    is the node id; the graph edges travel with it so that depth means and discrepancies are
+    computed from the records alone."""
+
+    kind: Literal["depth"] = "depth"
+    node_id: str
+    qid: str
+    depth: int
+    predecessors: list[str] = Field(default_factory=list)
+    successors: list[str] = Field(default_factory=list)
+    # The messages of the answering call, the prediction judged, and the judge's verdict
+    # (of the resolving attempt, else the last).
+    prompt: list[Message] = Field(default_factory=list)
+    prediction: str | None = None
+    judge_score: int | None = None
+    feedback: str | None = None
+    judge_replies: list[str] = Field(default_factory=list)
+    # Min-K% probability (K = 20%) of the prediction, when the backend gave logprobs.
+    min_k_prob: float | None = None
+
+
+_KIND = re.compile(r'"kind"\s*:\s*"(\w+)"')
+# Record types by the ``record_kind`` a task declares.
+RECORD_KINDS: dict[str, type[SampleRecord]] = {"depth": DepthRecord}
+
+
+def parse_record_json(line: str) -> SampleRecord:
+    """A line of samples.jsonl as the record kind it holds. Inside JSON strings quotes are
+    escaped, so an unescaped "kind" key can only be the record's own."""
+    kind = _KIND.search(line)
+    if kind is not None and kind.group(1) in RECORD_KINDS:
+        return RECORD_KINDS[kind.group(1)].model_validate_json(line)
+    return SampleRecord.model_validate_json(line)

@@ -18,7 +18,7 @@ from typing import IO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.results.info import TaskInfo, unknown_task
-from hpt.results.records import SampleRecord
+from hpt.results.records import SampleRecord, parse_record_json
 
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
@@ -164,7 +164,7 @@ def iter_lines(directory: Path) -> Iterator[tuple[int, str]]:
 
 def parse_record(directory: Path, lineno: int, line: str) -> SampleRecord:
     try:
-        return SampleRecord.model_validate_json(line)
+        return parse_record_json(line)
     except ValidationError as exc:
         first = str(exc).splitlines()[0]
         where = f"{directory / SAMPLES}:{lineno}"

@@ -3,12 +3,20 @@ that computes it: pure functions over sample records, streamed, in flat memory."
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
+from hpt.depth.metrics import (
+    Discrepancy,
+    backward_discrepancy,
+    depth_means,
+    forward_discrepancy,
+)
 from hpt.results.info import TaskInfo
-from hpt.results.records import Cell, SampleRecord
+from hpt.results.records import Cell, DepthRecord, SampleRecord
 from hpt.results.scoring import CORPUS_RULES, pass_at_k, report_ks, sample_score
 
 
@@ -32,6 +40,8 @@ class Summary(BaseModel):
     mode: str
     # Translation/summarisation: the score that resolved a sample.
     threshold: float | None = None
+    # A dataset's own run dimension (DepthQA's inference mode).
+    variant: str | None = None
     # Samples scored (resolved or unresolved); samples that ended in an error are not scored.
     n: int
     samples: int
@@ -63,6 +73,16 @@ class Summary(BaseModel):
     # Other readings of the same completions, by reader name (GSM8K's "strict" stated-answer
     # reader; the "rule" reader when --extractor-model decides).
     readings: dict[str, ReadingSummary] = {}
+    # DepthQA: the mean judge score per depth ({"1": ..., "2": ..., "3": ...}; null for a depth
+    # without scores), forward and backward discrepancy ({"d1_d2", "d2_d3", "overall"}), and
+    # the judged nodes without a valid score (excluded from every mean, never 0).
+    depth_scores: dict[str, float | None] | None = None
+    forward_discrepancy: dict[str, Discrepancy] | None = None
+    backward_discrepancy: dict[str, Discrepancy] | None = None
+    judge_missing: int | None = None
+    # DepthQA: Min-K% of the predictions per depth ({"1": {"n", "mean", "median"}, ...}),
+    # where the backend gave logprobs.
+    min_k_prob: dict[str, dict[str, float | None]] | None = None
 
 
 class Tally:
@@ -79,9 +99,10 @@ class Tally:
         threshold: float | None = None,
         track_draws: bool = True,
         info: TaskInfo | None = None,
+        variant: str | None = None,
     ) -> None:
         self.dataset, self.model, self.mode, self.m, self.penalty = dataset, model, mode, m, penalty
-        self.threshold = threshold
+        self.threshold, self.variant = threshold, variant
         self.info = info
         # What grows with the run is kept only where a metric needs it, so memory stays flat
         # on datasets without a corpus metric and runs without repeated draws.
@@ -98,6 +119,12 @@ class Tally:
         self.draws: dict[str, list[int]] = {}
         # reader -> [attempts read, disagreements, resolved flips, level-1 resolutions]
         self.readings: dict[str, list[int]] = {}
+        # DepthQA: node -> its judge scores (one per scored draw; None: missing), and edges
+        self.node_scores: dict[str, list[int | None]] = {}
+        self.node_depth: dict[str, int] = {}
+        self.node_preds: dict[str, list[str]] = {}
+        self.node_succs: dict[str, list[str]] = {}
+        self.min_k: dict[int, list[float]] = {}
 
     @classmethod
     def of(cls, record: SampleRecord, info: TaskInfo | None = None) -> Tally:
@@ -110,6 +137,7 @@ class Tally:
             penalty=record.penalty,
             threshold=record.threshold,
             info=info,
+            variant=record.variant,
         )
 
     def add(self, record: SampleRecord) -> None:
@@ -123,6 +151,13 @@ class Tally:
         if record.error is not None:
             self.errors += 1
             return
+        if isinstance(record, DepthRecord):
+            self.node_scores.setdefault(record.node_id, []).append(record.judge_score)
+            self.node_depth[record.node_id] = record.depth
+            self.node_preds[record.node_id] = record.predecessors
+            self.node_succs[record.node_id] = record.successors
+            if record.min_k_prob is not None:
+                self.min_k.setdefault(record.depth, []).append(record.min_k_prob)
         for attempt in record.attempts:
             for name, other in attempt.alternatives.items():
                 counts = self.readings.setdefault(name, [0, 0, 0, 0])
@@ -221,7 +256,35 @@ class Tally:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             readings=self.reading_summaries(),
+            variant=self.variant,
+            **self.depth_summary(),
         )
+
+    def depth_summary(self) -> dict[str, Any]:
+        if not self.node_depth:
+            return {}
+        scores: dict[str, float | None] = {}
+        missing = 0
+        for node, given in self.node_scores.items():
+            known = [s for s in given if s is not None]
+            missing += len(given) - len(known)
+            scores[node] = sum(known) / len(known) if known else None
+        means = depth_means(scores, self.node_depth)
+        return {
+            "depth_scores": {str(d): v for d, v in sorted(means.items())},
+            "forward_discrepancy": forward_discrepancy(scores, self.node_depth, self.node_preds),
+            "backward_discrepancy": backward_discrepancy(scores, self.node_depth, self.node_succs),
+            "judge_missing": missing,
+            "min_k_prob": {
+                str(d): {
+                    "n": len(values),
+                    "mean": statistics.fmean(values) if values else None,
+                    "median": statistics.median(values) if values else None,
+                }
+                for d in (1, 2, 3)
+                for values in [self.min_k.get(d, [])]
+            },
+        }
 
 
 def summarize(

@@ -21,12 +21,13 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from hpt import __version__
-from hpt.backends import BackendStats, ResponseCache
+from hpt.backends import BackendStats, GenerationParams, ResponseCache
 from hpt.backends.managed import ManagedBackend
 from hpt.graphs import (
     DEFAULT_LADDER,
     LadderRuntime,
     LadderState,
+    UnknownStrategyError,
     build_ladder,
     recursion_limit,
     resolve_strategies,
@@ -34,11 +35,8 @@ from hpt.graphs import (
 )
 from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive
 from hpt.results.info import TaskInfo
-from hpt.results.records import Cell, SampleRecord, Selection
+from hpt.results.records import RECORD_KINDS, Cell, SampleRecord, Selection
 from hpt.results.scoring import sample_score
-from hpt.results.tally import Summary, Tally
-from hpt.runs.models import ModelBackends
-from hpt.runs.spec import RunSpec
 from hpt.results.store import (
     SAMPLES,
     SPEC,
@@ -48,7 +46,10 @@ from hpt.results.store import (
     iter_lines,
     parse_record,
 )
-from hpt.tasks import DatasetError, Sample, Task, get_task, resolve_data_dir, select
+from hpt.results.tally import Summary, Tally
+from hpt.runs.models import ModelBackends
+from hpt.runs.spec import RunSpec
+from hpt.tasks import DatasetError, Sample, Task, resolve_data_dir, task_class
 from hpt.tasks.extractor import AnswerExtractor
 from hpt.tasks.generation import GenerationTask
 
@@ -147,6 +148,10 @@ class _CellPlan:
     pool: list[Sample]
     model_name: str
     tally: Tally
+    # This cell's ladder, its strategies' parameters and generation settings.
+    strategies: list[str] = field(default_factory=list)
+    args: dict[str, BaseModel] = field(default_factory=dict)
+    params: GenerationParams = field(default_factory=GenerationParams)
     graph: Any = None
     todo: list[tuple[Sample, int]] = field(default_factory=list)
 
@@ -164,10 +169,9 @@ async def run_evaluation(
     Resuming reads ``spec.out``'s records, skips the samples they cover and, with
     ``retry_errors``, runs again the samples that ended in an error."""
     observer = observer or SilentObserver()
-    strategies = resolve_strategies(spec.strategies)
-    args = strategy_params(strategies, spec.strategy_args)
+    resolve_strategies(spec.strategies)
     spec.check_models()
-    plans = await _plan(spec, strategies)
+    plans = await _plan(spec)
     out = spec.out or default_out_dir(spec)
     store = RunStore(out)
     done: set[tuple[Any, ...]] = set()
@@ -203,22 +207,25 @@ async def run_evaluation(
         for p in plans:
             model = await backend(p.model_name)
             knowledge = await backend(spec.knowledge_model) if spec.knowledge_model else model
+            if p.task.needs_judge:  # each cell its own judge: by default its evaluated model
+                p.task = copy.copy(p.task)
+                p.task.bind_judge(await backend(spec.judge_model or p.model_name), p.params)
             runtime = LadderRuntime(
                 p.task,
                 model,
                 knowledge,
-                spec.params,
+                p.params,
                 p.pool,
                 spec.epoch,
                 extractor=extractor,
                 share_completions=spec.share_completions,
-                strategy_args=args,
+                strategy_args=p.args,
             )
             if p.cell.mode == "adaptive":
                 selector = await backend(spec.selector_model) if spec.selector_model else model
-                p.graph = build_adaptive(strategies, runtime, selector)
+                p.graph = build_adaptive(p.strategies, runtime, selector)
             else:
-                p.graph = build_ladder(strategies, runtime)
+                p.graph = build_ladder(p.strategies, runtime)
         observer.watch(backends.stats)
         now = datetime.now().isoformat(timespec="seconds")
         if resume:
@@ -247,47 +254,76 @@ async def run_evaluation(
     return RunResult(out=out, summaries=result.cells, complete=complete)
 
 
-async def _plan(spec: RunSpec, strategies: list[str]) -> list[_CellPlan]:
+async def _plan(spec: RunSpec) -> list[_CellPlan]:
     """Load every dataset once and lay out the cells; fails before any model is called."""
     data_dir = resolve_data_dir(spec.data_dir)
-    tasks = {name: get_task(name, data_dir) for name in spec.dataset}
+    tasks = {}
+    for name in spec.dataset:
+        cls = task_class(name)
+        options = {key: getattr(spec, key) for key in cls.run_options}
+        tasks[name] = cls(data_dir, **options)
     if spec.threshold and not any(isinstance(t, GenerationTask) for t in tasks.values()):
         raise DatasetError(
             f"--threshold applies to datasets resolved by a score (iwslt, samsum), "
             f"not {', '.join(tasks)}"
         )
-    for task in tasks.values():
-        for name in strategies:
-            if name in DEFAULT_LADDER:  # fail early if the dataset lacks the level's prompts
-                task.prompts.section(name)
+    ladder_given = list(spec.strategies) != list(DEFAULT_LADDER)
 
     def load(task: Task) -> tuple[list[Sample], list[Sample]]:
-        return select(task.load_samples(), spec.limit, spec.seed), list(task.load_exemplar_pool())
+        samples = task.choose(task.load_samples(), spec.limit, spec.seed)
+        return samples, list(task.load_exemplar_pool())
 
     loaded = await asyncio.gather(*(asyncio.to_thread(load, t) for t in tasks.values()))
+    ladders_of = {
+        name: task.variants(spec.depth_mode, spec.strategies, ladder_given)
+        for name, task in tasks.items()
+    }
+    laddered = {s for ladders in ladders_of.values() for _, ladder in ladders for s in ladder}
+    stray = [name for name in spec.strategy_args if name not in laddered]
+    if stray:
+        raise UnknownStrategyError(
+            f"--strategy-arg names {', '.join(map(repr, stray))}, which is not in the ladder "
+            f"({', '.join(sorted(laddered))})"
+        )
     plans = []
-    for task, (samples, pool) in zip(tasks.values(), loaded, strict=True):
+    for (key, task), (samples, pool) in zip(tasks.items(), loaded, strict=True):
+        # The paper's settings for the dataset (DepthQA's), under what the run sets.
+        params = GenerationParams.model_validate(
+            {**task.default_params, **spec.params.model_dump(exclude_unset=True)}
+        )
+        ladders = ladders_of[key]
+        for _, strategies in ladders:
+            resolve_strategies(strategies)
+            for name in strategies:
+                if name in DEFAULT_LADDER:  # fail early if the dataset lacks the level's prompts
+                    task.prompts.section(name)
         defaults = task.paper_thresholds if isinstance(task, GenerationTask) else None
         for threshold in spec.thresholds_for(defaults):
             cell_task = task
             if isinstance(task, GenerationTask) and threshold is not None:
                 cell_task = copy.copy(task)
                 cell_task.threshold = threshold
-            for model_name in spec.model:
-                label = spec.resolve(model_name).label
-                for mode in spec.mode:
-                    cell = Cell(task.name, label, mode, threshold)
-                    tally = Tally(
-                        dataset=task.name,
-                        model=label,
-                        mode=mode,
-                        m=len(strategies),
-                        penalty=task.penalty,
-                        threshold=threshold,
-                        track_draws=spec.samples_per_task > 1,
-                        info=task.info(),
-                    )
-                    plans.append(_CellPlan(cell, cell_task, samples, pool, model_name, tally))
+            for variant, strategies in ladders:
+                args = strategy_params(
+                    strategies, {k: v for k, v in spec.strategy_args.items() if k in strategies}
+                )
+                for model_name in spec.model:
+                    label = spec.resolve(model_name).label
+                    for mode in spec.mode:
+                        cell = Cell(task.name, label, mode, threshold, variant)
+                        tally = Tally(
+                            dataset=task.name,
+                            model=label,
+                            mode=mode,
+                            m=len(strategies),
+                            penalty=task.penalty,
+                            threshold=threshold,
+                            track_draws=spec.samples_per_task > 1,
+                            info=task.info(),
+                            variant=variant,
+                        )
+                        plans.append(_CellPlan(cell, cell_task, samples, pool, model_name,
+                                               tally, strategies, args, params))  # fmt: skip
     return plans
 
 
@@ -343,12 +379,11 @@ async def _climb_all(
         if items:
             queues[model_name] = items[::-1]  # pop() from the end takes the first
     done: asyncio.Queue[tuple[SampleRecord, Tally] | None] = asyncio.Queue()
-    m = len(spec.strategies)
 
     async def worker(todo: list[tuple[_CellPlan, Sample, int]]) -> None:
         while todo:
             plan, sample, draw = todo.pop()
-            record = await _climb(plan, sample, draw, spec.strategies, m)
+            record = await _climb(plan, sample, draw)
             done.put_nowait((record, plan.tally))
 
     async def writer() -> None:
@@ -381,10 +416,9 @@ async def _climb_all(
         await asyncio.shield(write_task)
 
 
-async def _climb(
-    plan: _CellPlan, sample: Sample, draw: int, strategies: list[str], m: int
-) -> SampleRecord:
-    cell = plan.cell
+async def _climb(plan: _CellPlan, sample: Sample, draw: int) -> SampleRecord:
+    cell, strategies = plan.cell, plan.strategies
+    m = len(strategies)
     adaptive = cell.mode == "adaptive"
     limit = adaptive_recursion_limit(m) if adaptive else recursion_limit(m)
     started = time.perf_counter()
@@ -401,13 +435,16 @@ async def _climb(
     iteration = winner.iteration if winner else None
     penalty = plan.tally.penalty
     score = None if error else sample_score(cell.mode, level, iteration, m, penalty)
-    return SampleRecord(
+    kind = RECORD_KINDS.get(plan.task.record_kind or "", SampleRecord)
+    return kind(
+        **plan.task.record_extras(sample, attempts),
         sample_id=sample.id,
         draw=draw,
         dataset=cell.dataset,
         model=cell.model,
         mode=cell.mode,
         threshold=cell.threshold,
+        variant=cell.variant,
         strategies=list(strategies),
         m=m,
         penalty=penalty,

@@ -16,6 +16,7 @@ from hpt.graphs import DEFAULT_LADDER
 from hpt.runs.models import ModelSettings
 
 Mode = Literal["standard", "adaptive"]
+DepthMode = Literal["zero-shot", "prompt-gold", "prompt-pred", "multi-turn"]
 
 
 class ConfigError(ValueError):
@@ -58,6 +59,12 @@ class RunSpec(ModelSettings):
     # A model that reads each completion's final answer instead of the rule readers; the rule
     # readers' answers are kept beside it and summaries report how often the two disagree.
     extractor_model: str | None = None
+    # DepthQA: the inference modes, one cell each (zero-shot, prompt-gold, prompt-pred,
+    # multi-turn); its question graph (a directory of questions/nodes/node_to_q.jsonl); and
+    # the model that judges answers 1-5 (None: each evaluated model itself).
+    depth_mode: Annotated[list[DepthMode], BeforeValidator(_listed)] = Field(default_factory=list)
+    graph: Path | None = None
+    judge_model: str | None = None
     # Adaptive attempts reuse the standard ladder's cached completions (off: the two modes
     # are independent samples of the model).
     share_completions: bool = False
@@ -81,7 +88,7 @@ class RunSpec(ModelSettings):
     data_dir: Path | None = None
     out: Path | None = None
 
-    @field_validator("dataset", "model", "mode", "threshold")
+    @field_validator("dataset", "model", "mode", "threshold", "depth_mode")
     @classmethod
     def _no_repeats(cls, values: list[Any]) -> list[Any]:
         return _unique(values)
@@ -98,7 +105,9 @@ class RunSpec(ModelSettings):
             )
         for name in self.model:
             self.resolve(name)
-        for helper in (self.knowledge_model, self.selector_model, self.extractor_model):
+        helpers = (self.knowledge_model, self.selector_model, self.extractor_model,
+                   self.judge_model)  # fmt: skip
+        for helper in helpers:
             if helper:
                 self.resolve(helper)
 

@@ -1,7 +1,7 @@
 """Datasets and what "resolved" means for each."""
 
 from hpt.tasks.base import Check, DatasetError, Sample, Task, select
-from hpt.tasks.registry import TASKS, UnknownTaskError, get_task, register_task
+from hpt.tasks.registry import TASKS, UnknownTaskError, get_task, register_task, task_class
 from hpt.tasks.sources import DATA_DIR_ENV, resolve_data_dir
 
 __all__ = [
@@ -16,4 +16,5 @@ __all__ = [
     "register_task",
     "resolve_data_dir",
     "select",
+    "task_class",
 ]

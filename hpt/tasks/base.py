@@ -10,9 +10,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
+from hpt.backends import Backend, GenerationParams
 from hpt.prompts import FieldValue, PromptSet
 from hpt.results.info import ReportTable, TaskInfo
-from hpt.results.records import Reading
+from hpt.results.records import Attempt, Call, Reading, Verdict
 from hpt.tasks import tables
 
 
@@ -44,6 +45,10 @@ class Check(BaseModel):
     # reader; "rule": the rule reader when an LLM extractor decides). They never decide the
     # climb; summaries report how often they disagree, so a user sees how much reading matters.
     alternatives: dict[str, Reading] = Field(default_factory=dict)
+    # Tasks checked by a judge model: its verdict, and the calls it took (recorded in the
+    # attempt like the strategy's own).
+    verdict: Verdict | None = None
+    calls: list[Call] = Field(default_factory=list)
 
 
 class Task(ABC):
@@ -60,9 +65,19 @@ class Task(ABC):
     metric: ClassVar[str] = "accuracy"
     report_table: ClassVar[ReportTable] = tables.ANSWERS
     report_rank: ClassVar[int] = 100
+    extra_report_tables: ClassVar[tuple[ReportTable, ...]] = ()
     # Where the task's prompt file NAME.toml lives; None: hpt's own templates. A plugin's
     # dataset points it at its package.
     prompt_dir: ClassVar[Path | None] = None
+    # The record type its samples are saved as (hpt.results.records: "depth"), if not the
+    # plain SampleRecord; ``record_extras`` fills its fields.
+    record_kind: ClassVar[str | None] = None
+    # Checked by a judge model, which the run binds to each cell (``bind_judge``).
+    needs_judge: ClassVar[bool] = False
+    # Run settings the task's constructor takes by name (DepthQA: "graph").
+    run_options: ClassVar[tuple[str, ...]] = ()
+    # Generation settings of the dataset's paper, under whatever the run sets.
+    default_params: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, data_dir: Path | None = None) -> None:
         self.data_dir = data_dir
@@ -78,6 +93,7 @@ class Task(ABC):
             metric=cls.metric,
             rank=cls.report_rank,
             table=cls.report_table,
+            extra_tables=cls.extra_report_tables,
         )
 
     # -- data ---------------------------------------------------------------------------
@@ -88,6 +104,24 @@ class Task(ABC):
     @abstractmethod
     def load_exemplar_pool(self) -> list[Sample]:
         """Where three-shot exemplars come from (train/dev split)."""
+
+    def choose(self, samples: Sequence[Sample], limit: int | None, seed: int) -> list[Sample]:
+        """The samples a run with ``--limit`` evaluates (a seeded choice by default)."""
+        return select(samples, limit, seed)
+
+    def variants(self, depth_modes: Sequence[str], strategies: Sequence[str],
+                 ladder_given: bool) -> list[tuple[str | None, list[str]]]:  # fmt: skip
+        """The task's cells beyond dataset x model x mode x threshold: (variant, ladder)
+        pairs. One plain cell with the run's ladder by default; DepthQA adds its modes."""
+        return [(None, list(strategies))]
+
+    def bind_judge(self, judge: Backend, params: GenerationParams) -> None:
+        """Give a judged task its judge model (``needs_judge``)."""
+        raise NotImplementedError(f"{self.name} is not checked by a judge model")
+
+    def record_extras(self, sample: Sample, attempts: Sequence[Attempt]) -> dict[str, Any]:
+        """Fields of the task's own record kind, beyond SampleRecord's."""
+        return {}
 
     def exemplar_ids(self) -> list[str]:
         section = (
@@ -139,8 +173,10 @@ class Task(ABC):
             alternatives={name: self.reading(p, sample) for name, p in others.items()},
         )
 
-    async def acheck(self, sample: Sample, completion: str) -> Check:
-        """What the ladder calls; tasks that run code or models override it."""
+    async def acheck(self, sample: Sample, completion: str, cache_seed: str = "") -> Check:
+        """What the ladder calls; tasks that run code or models override it. ``cache_seed``:
+        the attempt's seed without the sample's identity, so a judge asked the same thing
+        about two samples answers once."""
         return self.check(sample, completion)
 
 

@@ -131,7 +131,7 @@ class HumanEval(Task):
     def check(self, sample: Sample, completion: str) -> Check:
         raise TypeError("HumanEval runs code: use acheck")
 
-    async def acheck(self, sample: Sample, completion: str) -> Check:
+    async def acheck(self, sample: Sample, completion: str, cache_seed: str = "") -> Check:
         code = self.parse(completion, sample)
         if code is None:
             return Check(parsed=None, resolved=False, detail="no code in the completion")

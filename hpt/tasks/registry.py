@@ -7,6 +7,7 @@ from pathlib import Path
 from hpt.tasks.base import Task
 from hpt.tasks.boolq import BoolQ
 from hpt.tasks.csqa import CommonsenseQA
+from hpt.tasks.depthqa import DepthQA
 from hpt.tasks.gsm8k import GSM8K
 from hpt.tasks.humaneval import HumanEval
 from hpt.tasks.iwslt import IWSLT
@@ -15,7 +16,7 @@ from hpt.tasks.samsum import SAMSum
 
 # Open: plugins add theirs with register_task.
 TASKS: dict[str, type[Task]] = {
-    t.name: t for t in (BoolQ, GSM8K, CommonsenseQA, MMLU, HumanEval, IWSLT, SAMSum)
+    t.name: t for t in (BoolQ, GSM8K, CommonsenseQA, MMLU, HumanEval, IWSLT, SAMSum, DepthQA)
 }
 
 
@@ -33,11 +34,14 @@ def register_task(cls: type[Task], *, replace: bool = False) -> type[Task]:
     return cls
 
 
-def get_task(name: str, data_dir: Path | None = None) -> Task:
+def task_class(name: str) -> type[Task]:
     try:
-        cls = TASKS[name.lower()]
+        return TASKS[name.lower()]
     except KeyError:
         raise UnknownTaskError(
             f"unknown dataset {name!r}; choose one of {', '.join(TASKS)}"
         ) from None
-    return cls(data_dir)
+
+
+def get_task(name: str, data_dir: Path | None = None) -> Task:
+    return task_class(name)(data_dir)

@@ -24,3 +24,56 @@ TEXT = ReportTable(
     ),
     per_threshold=True,
 )
+
+DEPTH = ReportTable(
+    key="depth",
+    title="DepthQA · mean judge score per depth, forward and backward discrepancy",
+    order=4,
+    columns=(
+        Column(label="D1", value="depth_scores.1"),
+        Column(label="D2", value="depth_scores.2"),
+        Column(label="D3", value="depth_scores.3"),
+        Column(label="forward", value="forward_discrepancy.overall.value", interval=False),
+        Column(label="backward", value="backward_discrepancy.overall.value", interval=False),
+        Column(label="judge missing", value="judge_missing", interval=False),
+    ),
+    layout="cells",
+)
+
+
+FORWARD = ReportTable(
+    key="depth_forward",
+    title="DepthQA · forward discrepancy: value, intensity and frequency (paper's table 12)",
+    order=12,
+    columns=tuple(
+        Column(label=f"{step} {what}", value=f"forward_discrepancy.{key}.{what}", interval=False)
+        for step, key in (("D1→D2", "d1_d2"), ("D2→D3", "d2_d3"), ("all", "overall"))
+        for what in ("value", "intensity", "frequency", "nodes")
+    ),
+    layout="cells",
+)
+
+BACKWARD = ReportTable(
+    key="depth_backward",
+    title="DepthQA · backward discrepancy: value, intensity and frequency (paper's table 13)",
+    order=13,
+    columns=tuple(
+        Column(label=f"{step} {what}", value=f"backward_discrepancy.{key}.{what}", interval=False)
+        for step, key in (("D1→D2", "d1_d2"), ("D2→D3", "d2_d3"), ("all", "overall"))
+        for what in ("value", "intensity", "frequency", "nodes")
+    ),
+    layout="cells",
+)
+
+MIN_K = ReportTable(
+    key="depth_min_k",
+    title="DepthQA · Min-K% (K = 20% of the first 128 tokens) of predictions per depth: mean "
+    "negative log-likelihood, lower = more likely memorised (paper's section 4.3)",
+    order=14,
+    columns=tuple(
+        Column(label=f"D{d} {what}", value=f"min_k_prob.{d}.{what}", interval=False)
+        for d in (1, 2, 3)
+        for what in ("median", "mean", "n")
+    ),
+    layout="cells",
+)

@@ -2,7 +2,12 @@
 
 The page holds a compact index of every sample (for the table and its filters) and the full
 records in gzip'd chunks that the browser decodes only when a sample is opened. The file is
-written as the records stream past, so memory holds the index, not the run."""
+written as the records stream past, so memory holds the index, not the run.
+
+An index row is ``[row, cell, sample_id, draw, resolved_level, error?, hpi_score, calls,
+tokens]``; a DepthQA record's row adds ``judge_score, depth`` (and its node id when that is
+not its sample id), so that a node's neighbours in the question graph are coloured by their
+scores without decoding their chunks."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from pathlib import Path
 from string import Template
 from typing import Any, TextIO
 
-from hpt.results.records import Cell, SampleRecord
+from hpt.results.records import Cell, DepthRecord, SampleRecord
 from hpt.results.store import read_records
 
 CHUNK = 200  # records per compressed block: small enough to open a sample at once
@@ -56,13 +61,9 @@ def write_view(run_dirs: list[Path], out: Path, title: str | None = None) -> int
                 cells[cell] = len(cell_info)
                 cell_info.append(
                     {"dataset": cell.dataset, "model": cell.model, "mode": cell.mode,
-                     "threshold": cell.threshold, "m": record.m}
+                     "threshold": cell.threshold, "variant": cell.variant, "m": record.m}
                 )  # fmt: skip
-            rows.append(
-                [len(rows), cells[cell], record.sample_id, record.draw, record.resolved_level,
-                 int(record.error is not None), record.hpi_score, record.calls,
-                 record.prompt_tokens + record.completion_tokens]
-            )  # fmt: skip
+            rows.append(_row(len(rows), cells[cell], record))
             pending.append(record.model_dump_json())
             if len(pending) == CHUNK:
                 _write_chunk(fh, (len(rows) - 1) // CHUNK, pending)
@@ -74,6 +75,17 @@ def write_view(run_dirs: list[Path], out: Path, title: str | None = None) -> int
         fh.write(f"<script>\n{_asset('view.js')}</script>\n</body>\n</html>\n")
     tmp.replace(out)
     return len(rows)
+
+
+def _row(n: int, cell: int, record: SampleRecord) -> list[Any]:
+    row: list[Any] = [n, cell, record.sample_id, record.draw, record.resolved_level,
+                      int(record.error is not None), record.hpi_score, record.calls,
+                      record.prompt_tokens + record.completion_tokens]  # fmt: skip
+    if isinstance(record, DepthRecord):
+        row += [record.judge_score, record.depth]
+        if record.node_id != record.sample_id:
+            row.append(record.node_id)
+    return row
 
 
 def _write_chunk(fh: TextIO, n: int, lines: list[str]) -> None:

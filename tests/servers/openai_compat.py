@@ -87,11 +87,16 @@ class FakeOpenAI:
     model_ids: tuple[str, ...] = ("test-model",)
     record_requests: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # POST /v1/embeddings: the vector of each input text. None: the route answers 404, as
+    # when the server had no such route.
+    embedder: Callable[[str], list[float]] | None = None
+    embedding_requests: list[dict[str, Any]] = field(default_factory=list)
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         return app
 
     def _authorized(self, request: web.Request) -> bool:
@@ -110,6 +115,41 @@ class FakeOpenAI:
             {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.model_ids
         ]
         return web.json_response({"object": "list", "data": data})
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        if self.embedder is None:
+            return _error(404, "Not found", "invalid_request_error")
+        if not self._authorized(request):
+            return self._unauthorized(request)
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return _error(
+                400, "We could not parse the JSON body of your request.", "invalid_request_error"
+            )
+        texts = body.get("input") if isinstance(body, dict) else None
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(body.get("model"), str) or not body["model"]:
+            return _error(400, "you must provide a model parameter", "invalid_request_error")
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            return _error(400, "'input' must be a string or a non-empty array of strings",
+                          "invalid_request_error")  # fmt: skip
+        with self._lock:
+            self.embedding_requests.append(body)
+        data = [
+            {"object": "embedding", "index": i, "embedding": self.embedder(t)}
+            for i, t in enumerate(texts)
+        ]
+        tokens = sum(len(t.split()) for t in texts)
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     @staticmethod
     def _fault_body(status: int) -> web.Response:

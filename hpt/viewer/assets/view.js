@@ -23,6 +23,24 @@
     return node;
   };
   const cellName = (c) => c.dataset + (c.threshold == null ? "" : " @" + c.threshold);
+  // The mode with the dataset's own run dimension, where it has one (DepthQA's inference mode).
+  const modeName = (c) => c.mode + (c.variant == null ? "" : " · " + c.variant);
+
+  // ---- DepthQA: an index row of a DepthQA record carries [.., judge score, depth, node id?],
+  // so a node's neighbours are found and coloured without decoding their chunks.
+  const isDepth = (r) => r.length > 9;
+  const nodeOf = (r) => (r.length > 11 ? r[11] : r[2]);
+  const nodeRows = new Map();  // cell index + node id -> that node's rows (one per draw)
+  for (const r of rows) {
+    if (!isDepth(r)) continue;
+    const key = r[1] + "\u0000" + nodeOf(r);
+    if (!nodeRows.has(key)) nodeRows.set(key, []);
+    nodeRows.get(key).push(r);
+  }
+  const findNode = (cell, id, draw) => {
+    const found = nodeRows.get(cell + "\u0000" + id);
+    return found && (found.find((r) => r[3] === draw) || found[0]);
+  };
 
   // ---- filters
   const distinct = (f) => [...new Set(cells.map(f))];
@@ -32,6 +50,11 @@
   fill($("f-model"), distinct((c) => c.model));
   fill($("f-dataset"), distinct(cellName));
   fill($("f-mode"), distinct((c) => c.mode));
+  const variants = distinct((c) => c.variant).filter((v) => v != null);
+  if (variants.length) {
+    fill($("f-variant"), variants);
+    $("l-variant").hidden = false;
+  }
   const maxM = Math.max(...cells.map((c) => c.m));
   for (let k = 1; k <= maxM; k++) $("f-level").append(el("option", { value: String(k) }, "L" + k));
   $("f-level").append(el("option", { value: "none" }, "unresolved"), el("option", { value: "error" }, "error"));
@@ -42,6 +65,7 @@
 
   function applyFilters() {
     const model = $("f-model").value, dataset = $("f-dataset").value, mode = $("f-mode").value;
+    const variant = $("f-variant").value;
     const level = $("f-level").value, errors = $("f-error").value;
     const text = $("f-text").value.trim().toLowerCase();
     shown = rows.filter((r) => {
@@ -49,6 +73,7 @@
       if (model && c.model !== model) return false;
       if (dataset && cellName(c) !== dataset) return false;
       if (mode && c.mode !== mode) return false;
+      if (variant && c.variant !== variant) return false;
       if (errors === "yes" && !r[5]) return false;
       if (errors === "no" && r[5]) return false;
       if (level === "error" && !r[5]) return false;
@@ -60,7 +85,7 @@
     page = 0;
     render();
   }
-  for (const id of ["f-model", "f-dataset", "f-mode", "f-level", "f-error"]) $(id).addEventListener("change", applyFilters);
+  for (const id of ["f-model", "f-dataset", "f-mode", "f-variant", "f-level", "f-error"]) $(id).addEventListener("change", applyFilters);
   $("f-text").addEventListener("input", applyFilters);
 
   function levelCell(r) {
@@ -80,7 +105,7 @@
       const c = cells[r[1]];
       const tr = el("tr", { "data-row": String(r[0]) },
         textCell(r[2] + (r[3] ? " #" + r[3] : "")), textCell(cellName(c)), textCell(c.model),
-        el("td", {}, c.mode), levelCell(r), el("td", { class: "num" }, r[6] == null ? "-" : r[6].toFixed(2)),
+        el("td", {}, modeName(c)), levelCell(r), el("td", { class: "num" }, r[6] == null ? "-" : r[6].toFixed(2)),
         el("td", { class: "num" }, r[7]), el("td", { class: "num" }, r[8]));
       if (r[0] === selected) tr.classList.add("selected");
       tr.addEventListener("click", () => open(r[0]));
@@ -114,7 +139,7 @@
     for (const tr of document.querySelectorAll("#rows tr")) tr.classList.toggle("selected", Number(tr.dataset.row) === i);
     const records = await chunkOf(Math.floor(i / chunk));
     if (selected !== i) return;  // another row was clicked meanwhile
-    showRecord(records[i % chunk]);
+    showRecord(records[i % chunk], rows[i]);
   }
 
   // ---- the ladder, drawn with the path this sample took
@@ -209,17 +234,100 @@
     return box;
   }
 
-  function showRecord(rec) {
+  // ---- DepthQA: the node, its judge's verdict, its neighbourhood and its conversation
+  const scoreClass = (s) => "score score-" + (Number.isInteger(s) && s >= 1 && s <= 5 ? s : "none");
+  const details = (summary, ...kids) => el("details", {}, el("summary", {}, summary), ...kids);
+
+  function depthView(rec, row) {
+    const box = el("section", { class: "depth", "data-testid": "depth" });
+    box.append(el("h3", {}, "Question-graph node"));
+    const score = rec.judge_score == null ? "missing" : rec.judge_score + " / 5";
+    box.append(facts([
+      ["node", rec.node_id], ["depth", rec.depth], ["question", rec.qid],
+      ["judge score", el("span", { class: scoreClass(rec.judge_score), "data-testid": "judge-score" }, score)],
+      ["Min-K% (K = 20%)", rec.min_k_prob == null ? null : rec.min_k_prob.toFixed(4)],
+    ]));
+    if (rec.feedback) box.append(details("judge feedback", el("pre", { class: "feedback" }, rec.feedback)));
+    const replies = rec.judge_replies || [];
+    if (replies.length) {
+      box.append(details(`raw judge replies (${replies.length})`,
+        ...replies.map((text, k) => el("div", {}, el("div", { class: "role" }, "reply " + (k + 1)), el("pre", { class: "reply" }, text)))));
+    }
+    box.append(neighbourhood(rec, row));
+    return box;
+  }
+
+  // The node with its direct predecessors (shallower, above) and successors (deeper, below),
+  // in rows by depth, each coloured by its judge score in this same cell; a neighbour opens
+  // its own record. Nodes not in the run are grey and cannot be opened.
+  function neighbourhood(rec, row) {
+    const cell = row[1], draw = row[3];
+    const groups = new Map();
+    const add = (id, role, guess) => {
+      const r = role === "self" ? row : findNode(cell, id, draw);
+      const depth = r ? r[10] : guess;
+      const key = `${role === "pred" ? 0 : role === "self" ? 1 : 2}:${String(depth).padStart(4, "0")}`;
+      if (!groups.has(key)) groups.set(key, { role, depth, nodes: [] });
+      groups.get(key).nodes.push({ id, r });
+    };
+    for (const id of rec.predecessors || []) add(id, "pred", rec.depth - 1);
+    add(rec.node_id, "self", rec.depth);
+    for (const id of rec.successors || []) add(id, "succ", rec.depth + 1);
+    const wrap = el("div", { class: "hood", "data-testid": "neighbourhood" });
+    const what = { pred: "predecessors", self: "this node", succ: "successors" };
+    [...groups.keys()].sort().forEach((key, k) => {
+      const g = groups.get(key);
+      if (k) wrap.append(el("div", { class: "hood-link" }, "↓"));
+      const line = el("div", { class: "hood-row", "data-role": g.role, "data-depth": String(g.depth) },
+        el("span", { class: "hood-depth" }, `depth ${g.depth} · ${what[g.role]}`));
+      for (const { id, r } of g.nodes) {
+        const score = r ? r[9] : null;
+        const label = `${id} · ${score == null ? "–" : score}`;
+        const tip = !r ? "not in this run" : score == null ? "judge score missing" : `judge score ${score} / 5`;
+        const clickable = g.role !== "self" && r;
+        const box = el(clickable ? "button" : "span", {
+          class: `hood-node ${scoreClass(score)}${g.role === "self" ? " self" : ""}${r ? "" : " absent"}`,
+          "data-node": id, "data-role": g.role, title: `${id}: ${tip}` }, label);
+        if (clickable) {
+          box.type = "button";
+          box.addEventListener("click", () => open(r[0]).then(() => { $("detail").scrollTop = 0; }));
+        }
+        line.append(box);
+      }
+      wrap.append(line);
+    });
+    if (!(rec.predecessors || []).length && !(rec.successors || []).length) {
+      wrap.append(el("div", { class: "hood-none" }, "no edges in the question graph"));
+    }
+    return wrap;
+  }
+
+  // The messages of the answering call as turns, then the answer that was judged; every
+  // turn is text (model output is never read as markup).
+  function conversation(rec) {
+    const box = el("section", { class: "conversation", "data-testid": "conversation" });
+    box.append(el("h3", {}, "The conversation it was asked in"));
+    const turn = (role, content, note) => el("div", { class: "turn " + role, "data-role": role },
+      el("div", { class: "role" }, role + (note ? " · " + note : "")), el("pre", {}, content));
+    for (const m of rec.prompt || []) box.append(turn(m.role, m.content));
+    if (rec.prediction != null) box.append(turn("assistant", rec.prediction, "the answer judged"));
+    if (!box.querySelector(".turn")) box.append(el("p", { class: "empty" }, "(no answering call was made)"));
+    return box;
+  }
+
+  function showRecord(rec, row) {
     const d = $("detail");
     d.replaceChildren();
     const where = rec.dataset + (rec.threshold == null ? "" : " @" + rec.threshold);
-    d.append(el("h2", { "data-testid": "title" }, `${rec.sample_id}${rec.draw ? " #" + rec.draw : ""} · ${where} · ${rec.model} · ${rec.mode}`));
+    const variant = rec.variant == null ? "" : " · " + rec.variant;
+    d.append(el("h2", { "data-testid": "title" }, `${rec.sample_id}${rec.draw ? " #" + rec.draw : ""} · ${where} · ${rec.model} · ${rec.mode}${variant}`));
     d.append(facts([
       ["resolved", rec.error ? "error" : rec.resolved_level == null ? "unresolved" : "level " + rec.resolved_level],
       ["HPI score", rec.hpi_score == null ? "-" : rec.hpi_score.toFixed(2)],
       ["target", rec.target], ["error", rec.error], ["selector iteration", rec.iteration],
       ["wall time", rec.wall_s.toFixed(2) + " s"],
     ]));
+    if (rec.kind === "depth") d.append(depthView(rec, row), conversation(rec));
     d.append(ladder(rec));
     if (rec.selections.length) {
       const list = el("ol", { class: "selections" });

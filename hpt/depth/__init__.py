@@ -1,0 +1,1 @@
+"""Depth-of-knowledge question graphs (DepthQA)."""

@@ -1,0 +1,168 @@
+"""DepthQA (kaist-ai/DepthQA): question graphs of depth 1-3, answers judged 1-5 by an LLM
+against a reference answer; a node is resolved when its judge score is at least 4.
+
+Samples are graph nodes (several nodes may share one question). The graph comes from
+``--graph DIR``, else the hub; offline, ``DATA_DIR/depthqa/questions.jsonl`` holds the
+questions without edges, enough for zero-shot runs and depth means."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hpt.backends import Backend, GenerationParams
+from hpt.depth.answering import DEPTH_MODES, AnswerMemo, DepthJudge, DepthPrompts
+from hpt.depth.graph import QuestionGraph, load_graph_dir, load_graph_hub, load_questions_only
+from hpt.results.records import Attempt
+from hpt.tasks import tables
+from hpt.tasks.base import Check, DatasetError, Sample, Task
+from hpt.tasks.sources import require_file
+
+# A judge score that resolves a node (the paper counts 4 and 5 as a correct answer).
+RESOLVED_AT = 4
+# The modes that show a node its predecessors.
+GRAPH_MODES = ("prompt-gold", "prompt-pred", "multi-turn")
+
+
+class DepthQA(Task):
+    name = "depthqa"
+    title = "DepthQA"
+    hub_id = "kaist-ai/DepthQA"
+    hub_split = "test"
+    # HPT's table 4 has no human-annotated penalty for DepthQA: an unresolved node costs
+    # one level beyond the ladder.
+    penalty = 1.0
+    kind = "depth"
+    metric = "mean judge score"
+    report_table = tables.DEPTH
+    extra_report_tables = (tables.FORWARD, tables.BACKWARD, tables.MIN_K)
+    record_kind = "depth"
+    needs_judge = True
+    run_options = ("graph",)
+    # The paper's inference settings (section 3).
+    default_params: ClassVar[dict[str, Any]] = {
+        "temperature": 1.0, "top_p": 0.9, "max_tokens": 1024, "repetition_penalty": 1.03,
+    }  # fmt: skip
+
+    def __init__(self, data_dir: Path | None = None, graph: Path | None = None) -> None:
+        super().__init__(data_dir)
+        self.graph_dir = graph
+        self.depth_prompts = DepthPrompts(self.prompts)
+        # Shared by the copies a run makes per cell: an answer is asked once per run.
+        self.answers = AnswerMemo()
+        self.judge: DepthJudge | None = None
+        self._graph: QuestionGraph | None = None
+
+    @property
+    def graph(self) -> QuestionGraph:
+        if self._graph is None:
+            self._graph = self.load_graph()
+        return self._graph
+
+    def load_graph(self) -> QuestionGraph:
+        if self.graph_dir is not None:
+            return load_graph_dir(self.graph_dir)
+        if self.data_dir is not None:
+            return load_questions_only(
+                require_file(self.data_dir, "depthqa/questions.jsonl", self.name)
+            )
+        return load_graph_hub(self.hub_id)
+
+    def load_samples(self) -> list[Sample]:
+        graph = self.graph
+        samples = []
+        for node in graph.order():
+            question = graph.question_of(node)
+            samples.append(Sample(
+                id=node, fields={"question": question.question}, target=question.answer,
+                meta={"qid": question.qid, "depth": str(graph.depth_of(node)),
+                      "domain": question.domain or ""},
+            ))  # fmt: skip
+        return samples
+
+    def load_exemplar_pool(self) -> list[Sample]:
+        return []
+
+    def choose(self, samples: Sequence[Sample], limit: int | None, seed: int) -> list[Sample]:
+        """``limit`` of the deepest nodes (seeded), with all their ancestors, so that every
+        chosen node's predecessors are answered and scored too."""
+        if limit is None or limit >= len(samples):
+            return list(samples)
+        deepest = max(self.graph.depth_of(s.id) for s in samples)
+        top = sorted(s.id for s in samples if self.graph.depth_of(s.id) == deepest)
+        chosen = random.Random(seed).sample(top, min(limit, len(top)))
+        keep = set(self.graph.subgraph(chosen).nodes)
+        return [s for s in samples if s.id in keep]
+
+    def variants(self, depth_modes: Sequence[str], strategies: Sequence[str],
+                 ladder_given: bool) -> list[tuple[str | None, list[str]]]:  # fmt: skip
+        """The depth modes asked for, one single-level ladder each; the ladder given with
+        --strategies as one more cell; zero-shot when neither was."""
+        modes = list(depth_modes) or ([] if ladder_given else ["zero-shot"])
+        if not self.graph.has_edges:
+            needs = [m for m in modes if m in GRAPH_MODES]
+            if needs or (ladder_given and any(s.startswith("depth_") and s != "depth_zero_shot"
+                                              for s in strategies)):  # fmt: skip
+                raise DatasetError(
+                    f"depthqa: {', '.join(needs) or 'these depth strategies'} need the question "
+                    f"graph, which the offline questions file lacks; pass --graph DIR (a graph "
+                    f"directory: questions.jsonl, nodes.jsonl, node_to_q.jsonl), make one with "
+                    f"hpt decompose, or use --depth-mode zero-shot"
+                )
+        cells: list[tuple[str | None, list[str]]] = [(m, [DEPTH_MODES[m]]) for m in modes]
+        if ladder_given:
+            cells.append((None, list(strategies)))
+        return cells
+
+    def bind_judge(self, judge: Backend, params: GenerationParams) -> None:
+        self.judge = DepthJudge(judge, params, self.prompts, self.answers)
+
+    def parse(self, completion: str, sample: Sample) -> str | None:
+        return completion.strip() or None
+
+    async def acheck(self, sample: Sample, completion: str, cache_seed: str = "") -> Check:
+        if self.judge is None:
+            raise RuntimeError("depthqa: bind_judge() before checking")
+        prediction = completion.strip()
+        if not prediction:
+            return Check(parsed=None, resolved=False, detail="empty answer: not judged")
+        question = self.graph.question_of(sample.id)
+        verdict, calls = await self.judge.judge(
+            question.question, prediction, question.answer, f"depthqa-judge#{cache_seed}"
+        )
+        if verdict.score is None:
+            detail = f"no valid judge score in {len(verdict.replies)} replies (missing)"
+        else:
+            detail = f"judge score {verdict.score}/5"
+        return Check(
+            parsed=prediction,
+            resolved=verdict.score is not None and verdict.score >= RESOLVED_AT,
+            detail=detail,
+            verdict=verdict,
+            calls=calls,
+        )
+
+    def record_extras(self, sample: Sample, attempts: Sequence[Attempt]) -> dict[str, Any]:
+        """The node's fields of its record: from the resolving attempt, else the last."""
+        graph = self.graph
+        final = next((a for a in attempts if a.resolved), attempts[-1] if attempts else None)
+        answer = None
+        if final is not None:
+            answer = next((c for c in reversed(final.calls) if c.purpose == "answer"), None)
+        verdict = final.verdict if final is not None else None
+        min_k = final.notes.get("min_k_prob") if final is not None else None
+        return {
+            "node_id": sample.id,
+            "qid": graph.question_of(sample.id).qid,
+            "depth": graph.depth_of(sample.id),
+            "predecessors": sorted(graph.predecessors(sample.id)),
+            "successors": sorted(graph.successors(sample.id)),
+            "prompt": answer.messages if answer else [],
+            "prediction": final.completion if final is not None else None,
+            "judge_score": verdict.score if verdict else None,
+            "feedback": verdict.feedback if verdict else None,
+            "judge_replies": verdict.replies if verdict else [],
+            "min_k_prob": float(min_k) if min_k else None,
+        }

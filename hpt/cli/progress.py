@@ -112,6 +112,10 @@ def summary_table(summary: Summary, strategies: list[str]) -> Table:
     table.add_row("unresolved", str(summary.unresolved))
     if summary.text_metric is not None:
         table.add_row(summary.text_metric, _fmt(summary.text_score))
+    if summary.depth_scores is not None:
+        for depth, mean in summary.depth_scores.items():
+            table.add_row(f"mean judge score, depth {depth}", _fmt(mean))
+        table.add_row("judge scores missing", str(summary.judge_missing))
     if summary.mode == "adaptive":
         table.add_row(
             "selector hallucinations / turns",
@@ -147,8 +151,12 @@ def cells_table(summaries: list[Summary]) -> Table:
     for s in summaries:
         at = f" @{s.threshold:g}" if s.threshold is not None else ""
         metric = f"{s.text_metric} {_fmt(s.text_score)}" if s.text_metric else "-"
+        if s.depth_scores is not None:
+            means = "/".join(_fmt(v) for v in s.depth_scores.values())
+            metric = f"judge D1/D2/D3 {means} (missing {s.judge_missing})"
+        mode = s.mode + (f" · {s.variant}" if s.variant else "")
         table.add_row(
-            s.dataset + at, s.model, s.mode, str(s.n), _fmt(s.hpi), _fmt(s.accuracy),
+            s.dataset + at, s.model, mode, str(s.n), _fmt(s.hpi), _fmt(s.accuracy),
             _fmt(s.level1_accuracy), metric, str(s.errors),
         )  # fmt: skip
     return table

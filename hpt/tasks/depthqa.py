@@ -61,6 +61,12 @@ class DepthQA(Task):
             self._graph = self.load_graph()
         return self._graph
 
+    @property
+    def questions_only(self) -> bool:
+        """The offline questions file: no graph at all (a graph directory may simply have no
+        edges: its modes then ask the bare questions)."""
+        return self.graph_dir is None and self.data_dir is not None
+
     def load_graph(self) -> QuestionGraph:
         if self.graph_dir is not None:
             return load_graph_dir(self.graph_dir)
@@ -101,7 +107,7 @@ class DepthQA(Task):
         """The depth modes asked for, one single-level ladder each; the ladder given with
         --strategies as one more cell; zero-shot when neither was."""
         modes = list(depth_modes) or ([] if ladder_given else ["zero-shot"])
-        if not self.graph.has_edges:
+        if self.questions_only:
             needs = [m for m in modes if m in GRAPH_MODES]
             if needs or (ladder_given and any(s.startswith("depth_") and s != "depth_zero_shot"
                                               for s in strategies)):  # fmt: skip

@@ -77,8 +77,11 @@ def build_graph(folder: Path, trees: int, fan: int, seed: int = 0) -> dict[str, 
     rows = [{"qid": q, "depth": questions[q][0], "domain": None, "question": questions[q][1],
              "answer": f"reference {q}"} for q in sorted(used)]  # fmt: skip
     (folder / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    nodes = [{"nodeid": n, "group": n.split("_")[0], "depth": depth[n],
-              "direct_predecessors": preds[n], "direct_successors": succs[n]} for n in depth]  # fmt: skip
+    nodes = [
+        {"nodeid": n, "group": n.split("_")[0], "depth": depth[n],
+         "direct_predecessors": preds[n], "direct_successors": succs[n]}
+        for n in depth
+    ]  # fmt: skip
     (folder / "nodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in nodes))
     links = [{"nodeid": n, "qid": q} for n, q in node_to_q.items()]
     (folder / "node_to_q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in links))
@@ -118,9 +121,11 @@ async def main() -> None:
             print(f"{'mode':<12} {'calls':>6} {'distinct':>8} {'per node':>8} {'naive':>6}")
             for mode in MODES:
                 answers.clear()
-                spec = RunSpec(dataset=["depthqa"], model=["openai:test-model"], base_url=server.base_url,
-                               graph=graph, depth_mode=[mode], cache=False, concurrency=32,
-                               out=Path(tmp) / mode)  # type: ignore[arg-type]  # fmt: skip
+                spec = RunSpec.model_validate({
+                    "dataset": "depthqa", "model": "openai:test-model",
+                    "base_url": server.base_url, "graph": graph, "depth_mode": mode,
+                    "cache": False, "concurrency": 32, "out": Path(tmp) / mode,
+                })  # fmt: skip
                 await run_evaluation(spec)
                 print(f"{mode:<12} {len(answers):>6} {len(set(answers)):>8} "
                       f"{len(answers) / nodes:>8.2f} {naive(mode, preds):>6}")  # fmt: skip

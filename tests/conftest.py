@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,3 +48,9 @@ def fake_openai() -> Iterator[tuple[FakeOpenAI, ServerThread]]:
     server = ServerThread(fake.app()).start()
     yield fake, server
     server.stop()
+
+
+def interruptible() -> None:
+    """A child's Ctrl-C back to Python's default: a shell that starts a job in the background
+    (CI runners do) has it ignore SIGINT, and children inherit that."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)

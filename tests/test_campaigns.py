@@ -20,6 +20,7 @@ import hpt
 from hpt.results.store import read_records
 from hpt.runs import SilentObserver
 from tests.backend_helpers import FAST_RETRY, serving
+from tests.conftest import interruptible
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI
 from tests.test_cli import HPT
@@ -171,7 +172,8 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(
     out = tmp_path / "run"
     with serving(_slow_server(boolq_answers).app()) as srv:
         proc = subprocess.Popen(_run_cmd(srv.base_url, data_dir, out, n), env=_env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=interruptible)  # fmt: skip
         _wait_for_records(out, 3)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)

@@ -62,3 +62,21 @@ def test_decompose_then_every_mode_and_the_depth_ladder(data_dir: Path, tmp_path
     assert "## DepthQA · mean judge score per depth" in report.stdout
     view = hpt("view", str(out), "--no-open")
     assert view.returncode == 0, view.stderr
+
+
+async def test_the_embedded_model_gives_offline_embeddings(tmp_path: Path) -> None:
+    from hpt.backends import parse_model_spec
+    from hpt.depth.embeddings import open_embeddings
+
+    texts = ["What is a mean?", "What is a mean?", "How do volcanoes erupt?"]
+    config = parse_model_spec("local")
+    async with open_embeddings(config, label="local", cache_path=tmp_path / "e.sqlite3") as c:
+        first = await c.embed(texts)
+        assert first.shape[0] == 3 and first.shape[1] > 100
+        same, other = float(first[0] @ first[1]), float(first[0] @ first[2])
+        assert same > 0.999 and other < same
+        assert c.stats.embedded == 2  # a repeated text is asked once
+    async with open_embeddings(config, label="local", cache_path=tmp_path / "e.sqlite3") as c:
+        again = await c.embed(texts)
+        assert c.stats.requests == 0 and c.stats.cached == 3  # cached across server ports
+        assert (again == first).all()

@@ -17,6 +17,7 @@ import pytest
 
 from hpt.backends import GenerationParams, Message, open_backend, parse_model_spec
 from hpt.graphs import DEFAULT_LADDER
+from tests.conftest import interruptible
 from tests.test_cli import hpt
 
 pytestmark = pytest.mark.embedded
@@ -122,7 +123,8 @@ def _gkp_run(data_dir: Path, out: Path, *, interrupt: bool = False) -> tuple[int
     cmd = [str(Path(sys.executable).parent / "hpt"), "run", "--dataset", "boolq", "--limit", "1",
            "--strategies", "generated_knowledge", "--max-tokens", "64",
            "--data-dir", str(data_dir), "--out", str(out), "--no-progress"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)  # fmt: skip
     seen: dict[int, int] = {}
     try:
         deadline = time.monotonic() + 600

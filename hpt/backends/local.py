@@ -118,11 +118,14 @@ class LocalServer:
         *,
         logits_all: bool = False,
         n_threads: int | None = None,
+        embedding: bool = False,
     ) -> None:
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _cores()
         # Keep every position's logits (n_ctx x vocab floats): needed for logprobs only.
         self.logits_all = logits_all
+        # Serve /v1/embeddings (per-token vectors for this model: it has no pooling).
+        self.embedding = embedding
         self.startup_timeout_s = startup_timeout_s
         self.base_url = ""
         self._proc: asyncio.subprocess.Process | None = None
@@ -157,6 +160,7 @@ class LocalServer:
             # With logits_all, llama.cpp holds a batch's logits for every token of it:
             # 64 x vocab floats (12 MB) instead of 512 x vocab (100 MB), no slower here.
             *(("--n_batch", "64", "--n_ubatch", "64") if self.logits_all else ()),
+            *(("--embedding", "true") if self.embedding else ()),
             stdout=self._log,
             stderr=self._log,
             stdin=asyncio.subprocess.DEVNULL,

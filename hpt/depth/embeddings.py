@@ -9,7 +9,10 @@ a llama.cpp server started with embeddings on. The model is named like every hpt
   ``OPENAI_BASE_URL``, else api.openai.com; key ``OPENAI_API_KEY`` (or ``api_key_env``);
 * ``tgi:URL`` -- a text-embeddings-inference server: ``POST URL/v1/embeddings``; key
   ``HF_TOKEN`` if set;
-* the name of a ``[models.NAME]`` entry of either provider.
+* ``local`` -- the embedded model's llama.cpp server, started with embeddings on for as long
+  as the client lives: an offline path (SmolLM2 has no pooling, so its per-token vectors are
+  mean-pooled; a 135M chat model is a weak sentence encoder);
+* the name of a ``[models.NAME]`` entry of those providers.
 
 The body is ``{"model": ..., "input": [texts]}``. Vectors are kept in a SQLite file,
 ``embeddings.sqlite3`` beside the response cache (``HPT_CACHE_DIR``, else
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -47,6 +51,7 @@ from hpt.backends import (
     default_cache_path,
 )
 from hpt.backends.builtin.openai import OPENAI_DEFAULT_URL
+from hpt.backends.local import LOCAL_MODEL_NAME, LocalServer, find_gguf
 from hpt.backends.openai_protocol import classify_status, is_openai_host, short
 from hpt.backends.retry import GaveUp, call_with_retries
 from hpt.backends.secrets import remember_secret
@@ -87,14 +92,22 @@ class EmbeddingEndpoint:
     key_env: str
     timeout_s: float
 
+    # What cached vectors belong to when the URL is not stable (the embedded server's port).
+    stable_name: str | None = None
+
     @property
     def identity(self) -> str:
         """What a cached vector belongs to: the same text elsewhere is another vector."""
-        return f"{self.url}|{self.model or ''}"
+        return self.stable_name or f"{self.url}|{self.model or ''}"
 
 
 def endpoint_for(config: ModelConfig) -> EmbeddingEndpoint:
-    """The embeddings endpoint of an openai or tgi model config; others are refused."""
+    """The embeddings endpoint of an openai, tgi or local model config; others are refused.
+    The local model's URL is known only once its server runs (``open_embeddings``)."""
+    if config.provider == "local":
+        return EmbeddingEndpoint(
+            "", LOCAL_MODEL_NAME, None, "", config.timeout_s, f"llama.cpp:{find_gguf().name}"
+        )
     if config.provider == "openai":
         base = config.endpoint or os.environ.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_URL
         env = config.api_key_env or "OPENAI_API_KEY"
@@ -118,8 +131,9 @@ def endpoint_for(config: ModelConfig) -> EmbeddingEndpoint:
         )
     raise EmbeddingSpecError(
         f"embeddings come from an OpenAI-compatible /embeddings endpoint: name an openai:MODEL "
-        f"(with a base URL for a local server) or tgi:URL (text-embeddings-inference) model, "
-        f"or a [models.NAME] entry of either; {config.provider!r} models have none"
+        f"(with a base URL for a local server), tgi:URL (text-embeddings-inference) or local "
+        f"(the embedded model's llama.cpp server, embeddings on) model, or a [models.NAME] "
+        f"entry; {config.provider!r} models have none"
     )
 
 
@@ -187,7 +201,13 @@ class EmbeddingCache:
 
 class _Datum(BaseModel):
     index: int
-    embedding: list[float]
+    # One vector; or one per token, from a llama.cpp server whose model has no pooling (the
+    # embedded SmolLM2): mean-pooled into one.
+    embedding: list[float] | list[list[float]]
+
+    def vector(self) -> Vectors:
+        values = np.asarray(self.embedding, dtype=np.float32)
+        return values.mean(axis=0) if values.ndim == 2 else values
 
 
 class _Reply(BaseModel):
@@ -306,13 +326,13 @@ class EmbeddingClient:
                 f"{self.label}: {self.endpoint.url} did not answer with OpenAI-shaped "
                 f"embeddings ({short(str(exc), 200)})"
             ) from None
-        by_index = {d.index: d.embedding for d in reply.data}
+        by_index = {d.index: d.vector() for d in reply.data}
         if sorted(by_index) != list(range(len(texts))):
             raise BackendError(
                 f"{self.label}: asked for {len(texts)} embeddings, got indexes "
                 f"{sorted(by_index)[:10]}"
             )
-        return [np.asarray(by_index[i], dtype=np.float32) for i in range(len(texts))]
+        return [by_index[i] for i in range(len(texts))]
 
     def _status_error(self, code: int, raw: bytes, headers: Any) -> Exception:
         try:
@@ -333,17 +353,22 @@ class EmbeddingClient:
 async def open_embeddings(
     config: ModelConfig, *, label: str, cache: bool = True, cache_path: Path | None = None
 ) -> AsyncIterator[EmbeddingClient]:
-    """An embeddings client for ``config``; ``cache=False`` neither reads nor writes vectors."""
-    client = EmbeddingClient(
-        endpoint_for(config),
-        label=label,
-        config=config,
-        cache=EmbeddingCache(cache_path) if cache else None,
-    )
-    try:
+    """An embeddings client for ``config``; ``cache=False`` neither reads nor writes vectors.
+    For ``local`` a llama.cpp server with embeddings on runs for as long as the client."""
+    endpoint = endpoint_for(config)
+    async with contextlib.AsyncExitStack() as stack:
+        if config.provider == "local":
+            server = LocalServer(n_ctx=2048, embedding=True)
+            stack.push_async_callback(server.stop)
+            endpoint = dataclasses.replace(endpoint, url=f"{await server.start()}/embeddings")
+        client = EmbeddingClient(
+            endpoint,
+            label=label,
+            config=config,
+            cache=EmbeddingCache(cache_path) if cache else None,
+        )
+        stack.push_async_callback(client.aclose)
         yield client
-    finally:
-        await client.aclose()
 
 
 def cosine(a: Vectors, b: Vectors) -> NDArray[np.float64]:

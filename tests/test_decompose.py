@@ -607,5 +607,7 @@ def test_embedding_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
     point = endpoint_for(settings.resolve("openai:bge").config)
     assert (point.url, point.model, point.key) == ("http://vllm:8000/v1/embeddings", "bge",
                                                    "test-key")  # fmt: skip
+    local = endpoint_for(settings.resolve("local").config)  # its server starts on demand
+    assert local.url == "" and (local.stable_name or "").startswith("llama.cpp:")
     with pytest.raises(EmbeddingSpecError, match="OpenAI-compatible"):
-        endpoint_for(settings.resolve("local").config)
+        endpoint_for(settings.resolve("anthropic:claude-x").config)

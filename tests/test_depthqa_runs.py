@@ -162,11 +162,17 @@ def test_prompts_do_not_depend_on_how_the_graph_lists_its_nodes(scripted, tmp_pa
         assert _run(server, graph, out, "--depth-mode", ALL_MODES).returncode == 0
         prompts.append(sorted(fake.responder.answers))
         records = sorted(_records(out), key=lambda r: (r["variant"], r["node_id"]))
+        paid = 0
         for r in records:
             r.pop("wall_s")
             for a in r["attempts"]:
                 for c in a["calls"]:
                     c.pop("latency_s")
+                    # Which of the records sharing a call made it is a race; how many calls
+                    # were made is not.
+                    paid += not c.pop("cached")
+        assert paid == len(set(fake.responder.answers)) + len(set(fake.responder.judged))
+        fake.responder.judged.clear()
         prompts.append(json.dumps(records, sort_keys=True))
     assert prompts[0] == prompts[2] == prompts[4]
     assert prompts[1] == prompts[3] == prompts[5]
@@ -246,3 +252,29 @@ def test_judge_agreement_between_two_runs(scripted, tmp_path: Path) -> None:
     assert result["alpha"] == pytest.approx(krippendorff_alpha_ordinal(pairs))
     assert result["alpha"] < 1.0 and "Krippendorff's alpha (ordinal)" in other.stdout
     assert_user_error(hpt("agreement", str(first), str(tmp_path / "nope")), "not a run directory")
+
+
+def test_zero_shot_on_the_offline_questions_file(data_dir: Path, tmp_path: Path) -> None:
+    """Without the graph: the deepest questions alone, depth means only."""
+
+    def responder(body: dict[str, Any]) -> str:
+        if body["messages"][0]["content"].startswith("You are a fair judge"):
+            return "Feedback: partly right. [RESULT] 3"
+        return "an answer"
+
+    fake = FakeOpenAI(responder)
+    server = ServerThread(fake.app()).start()
+    out = tmp_path / "offline"
+    try:
+        result = hpt("run", "--dataset", "depthqa", "--data-dir", str(data_dir), "--limit", "2",
+                     "--model", "openai:test-model", "--base-url", server.base_url, "--out",
+                     str(out), "--no-cache")  # fmt: skip
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr
+    recs = _records(out)
+    assert len(recs) == 2 and {r["depth"] for r in recs} == {3}
+    assert all(r["predecessors"] == [] and r["variant"] == "zero-shot" for r in recs)
+    cell = json.loads((out / "summary.json").read_text())["cells"][0]
+    assert cell["depth_scores"] == {"1": None, "2": None, "3": 3.0}
+    assert cell["forward_discrepancy"]["overall"]["nodes"] == 0

@@ -442,18 +442,9 @@ def test_cli_without_embeddings_merges_exact_text_only(
     load_graph_dir(out).validate()
 
 
-def _wired() -> bool:
-    from hpt.cli.main import _parser
-
-    actions = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    return any("decompose" in a.choices for a in actions)
-
-
 def test_hpt_decompose_command(
     server: tuple[FakeOpenAI, ServerThread], questions: Path, tmp_path: Path
 ) -> None:
-    if not _wired():
-        pytest.skip("hpt decompose is not registered in hpt.cli.main yet")
     from tests.test_cli import hpt
 
     fake, thread = server

@@ -292,14 +292,3 @@ def test_alpha_edge_cases() -> None:
     assert krippendorff_alpha_ordinal([]) is None
     assert krippendorff_alpha_ordinal([[1, None], [None, 2]]) is None  # nothing pairable
     assert krippendorff_alpha_ordinal([[3, 3], [3, 3]]) is None  # no variation: undefined
-
-
-def test_alpha_matches_krippendorff_package_if_installed() -> None:
-    krippendorff = pytest.importorskip("krippendorff")
-    import numpy as np
-
-    data = np.array(
-        [[np.nan if v is None else v for v in unit] for unit in KRIPPENDORFF_2011], dtype=float
-    ).T  # the package takes coders x units
-    expected = krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal")
-    assert krippendorff_alpha_ordinal(KRIPPENDORFF_2011) == pytest.approx(expected)

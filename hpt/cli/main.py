@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,6 +19,17 @@ from hpt.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, names
 from hpt.graphs import DEFAULT_LADDER, STRATEGIES, STRATEGY_PARAMS, mermaid
 from hpt.plugins import installed_plugins, load_plugins
 from hpt.tasks import TASKS
+
+# The subcommands whose module's command(args, console) does all the work.
+COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
+    "judge-strategies": judge.command,
+    "report": report.command,
+    "view": view.command,
+    "summarize": summarize.command,
+    "cache": cache.command,
+    "agreement": agreement.command,
+    "decompose": decompose.command,
+}
 
 
 def _plugin_option(p: argparse.ArgumentParser, dest: str, default: Any) -> None:
@@ -77,20 +88,8 @@ def _dispatch(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.command == "graph":
         print(mermaid(args.strategies, adaptive=args.mode == "adaptive"))
         return 0
-    if args.command == "judge-strategies":
-        return judge.command(args, console)
-    if args.command == "report":
-        return report.command(args, console)
-    if args.command == "view":
-        return view.command(args, console)
-    if args.command == "summarize":
-        return summarize.command(args, console)
-    if args.command == "cache":
-        return cache.command(args, console)
-    if args.command == "agreement":
-        return agreement.command(args, console)
-    if args.command == "decompose":
-        return decompose.command(args, console)
+    if args.command in COMMANDS:
+        return COMMANDS[args.command](args, console)
     return _list(console)
 
 

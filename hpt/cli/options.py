@@ -66,10 +66,10 @@ def add_generation_options(p: argparse.ArgumentParser) -> None:
 
 
 def given_model_flags(args: argparse.Namespace) -> list[str]:
-    """The model and generation flags given on the command line, as typed."""
+    """The model and generation options given on the command line, by their dest names."""
     flags = [*MODEL_FLAGS, *PARAM_FLAGS, "config", "max_attempts"]
-    given = [f"--{f.replace('_', '-')}" for f in flags if getattr(args, f, None) is not None]
-    return given + (["--no-cache"] if args.no_cache else [])
+    given = [f for f in flags if getattr(args, f, None) is not None]
+    return given + (["no_cache"] if args.no_cache else [])
 
 
 def merge_model_options(args: argparse.Namespace) -> dict[str, Any]:

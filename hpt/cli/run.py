@@ -15,6 +15,7 @@ from rich.console import Console
 from hpt.backends import RetryPolicy
 from hpt.cli.common import EXIT_INTERRUPTED, floats, modes, names, require_positive
 from hpt.cli.options import (
+    MODEL_FLAGS,
     add_generation_options,
     add_model_options,
     given_model_flags,
@@ -206,14 +207,9 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
 
 
 def resume_spec(args: argparse.Namespace) -> RunSpec:
-    given = [
-        f"--{flag.replace('_', '-')}"
-        for flag in RUN_FLAGS
-        if getattr(args, flag) is not None and flag not in RESUME_FLAGS
-    ]
-    given += [f for f in given_model_flags(args) if f.lstrip("-").replace("-", "_")
-              not in RESUME_FLAGS]  # fmt: skip
-    given += ["--strategy-arg"] if args.strategy_arg else []
+    flags = [f for f in RUN_FLAGS if getattr(args, f) is not None] + given_model_flags(args)
+    flags += ["strategy_arg"] if args.strategy_arg else []
+    given = [f"--{f.replace('_', '-')}" for f in flags if f not in RESUME_FLAGS]
     if given:
         raise ConfigError(
             f"--resume continues the saved spec of {args.resume}; it cannot take "
@@ -223,11 +219,9 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
     spec = load_saved_spec(args.resume).run_spec()
     load_plugins(spec.plugins, installed=False)  # what the run was started with
     update: dict[str, Any] = {"out": args.resume}
-    for flag in ("concurrency", "max_concurrency", "rpm", "tpm"):
-        if getattr(args, flag) is not None:
-            update[{"rpm": "requests_per_minute", "tpm": "tokens_per_minute"}.get(flag, flag)] = (
-                getattr(args, flag)
-            )
+    for flag, key in (("concurrency", "concurrency"), *MODEL_FLAGS.items()):
+        if flag in RESUME_FLAGS and getattr(args, flag) is not None:
+            update[key] = getattr(args, flag)
     if args.max_attempts is not None:
         update["retry"] = (spec.retry or RetryPolicy()).model_copy(
             update={"max_attempts": args.max_attempts}

@@ -275,16 +275,16 @@ class Tally:
             "forward_discrepancy": forward_discrepancy(scores, self.node_depth, self.node_preds),
             "backward_discrepancy": backward_discrepancy(scores, self.node_depth, self.node_succs),
             "judge_missing": missing,
-            "min_k_prob": {
-                str(d): {
-                    "n": len(values),
-                    "mean": statistics.fmean(values) if values else None,
-                    "median": statistics.median(values) if values else None,
-                }
-                for d in (1, 2, 3)
-                for values in [self.min_k.get(d, [])]
-            },
+            "min_k_prob": {str(d): _spread(self.min_k.get(d, [])) for d in (1, 2, 3)},
         }
+
+
+def _spread(values: list[float]) -> dict[str, float | None]:
+    return {
+        "n": len(values),
+        "mean": statistics.fmean(values) if values else None,
+        "median": statistics.median(values) if values else None,
+    }
 
 
 def summarize(

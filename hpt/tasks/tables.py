@@ -41,29 +41,28 @@ DEPTH = ReportTable(
 )
 
 
-FORWARD = ReportTable(
-    key="depth_forward",
-    title="DepthQA · forward discrepancy: value, intensity and frequency (paper's table 12)",
-    order=12,
-    columns=tuple(
-        Column(label=f"{step} {what}", value=f"forward_discrepancy.{key}.{what}", interval=False)
-        for step, key in (("D1→D2", "d1_d2"), ("D2→D3", "d2_d3"), ("all", "overall"))
-        for what in ("value", "intensity", "frequency", "nodes")
-    ),
-    layout="cells",
-)
+def _discrepancy(direction: str, table: int) -> ReportTable:
+    """The paper's tables 12 and 13: value, intensity and frequency per depth transition."""
+    return ReportTable(
+        key=f"depth_{direction}",
+        title=f"DepthQA · {direction} discrepancy: value, intensity and frequency "
+        f"(paper's table {table})",
+        order=table,
+        columns=tuple(
+            Column(
+                label=f"{step} {what}",
+                value=f"{direction}_discrepancy.{key}.{what}",
+                interval=False,
+            )
+            for step, key in (("D1→D2", "d1_d2"), ("D2→D3", "d2_d3"), ("all", "overall"))
+            for what in ("value", "intensity", "frequency", "nodes")
+        ),
+        layout="cells",
+    )
 
-BACKWARD = ReportTable(
-    key="depth_backward",
-    title="DepthQA · backward discrepancy: value, intensity and frequency (paper's table 13)",
-    order=13,
-    columns=tuple(
-        Column(label=f"{step} {what}", value=f"backward_discrepancy.{key}.{what}", interval=False)
-        for step, key in (("D1→D2", "d1_d2"), ("D2→D3", "d2_d3"), ("all", "overall"))
-        for what in ("value", "intensity", "frequency", "nodes")
-    ),
-    layout="cells",
-)
+
+FORWARD = _discrepancy("forward", 12)
+BACKWARD = _discrepancy("backward", 13)
 
 MIN_K = ReportTable(
     key="depth_min_k",

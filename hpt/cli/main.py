@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from hpt import __version__
 from hpt.backends import PROVIDERS, load_dotenv_file, redact, spec_help
-from hpt.cli import agreement, cache, decompose, judge, report, run, summarize, view
+from hpt.cli import agreement, cache, ceiling, decompose, judge, report, run, summarize, view
 from hpt.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, names
 from hpt.graphs import DEFAULT_LADDER, STRATEGIES, STRATEGY_PARAMS, mermaid
 from hpt.plugins import installed_plugins, load_plugins
@@ -29,6 +29,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
     "cache": cache.command,
     "agreement": agreement.command,
     "decompose": decompose.command,
+    "ceiling": ceiling.command,
 }
 
 
@@ -59,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     summarize.add_parser(sub)
     agreement.add_parser(sub)
     decompose.add_parser(sub)
+    ceiling.add_parser(sub)
     sub.add_parser("list", help="list datasets, strategies, model providers and plugins")
     cache.add_parser(sub)
     for command in sub.choices.values():  # "hpt run --plugin X" as well as "hpt --plugin X run"

@@ -1,0 +1,487 @@
+"""``hpt ceiling``: each model's performance ceiling over prompting methods (Aali et al.,
+structured prompting x HELM), from run directories and/or a CSV of published results.
+
+Reads the inputs into ``hpt.reports.ceiling`` results, which does the arithmetic; renders
+the report as a rich table, ``ceiling.json``, ``ceiling.md`` and plots."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from hpt.cli.common import names
+from hpt.reports import ReportError
+from hpt.reports.ceiling import (
+    DEFAULT_BASELINE,
+    DEFAULT_HEADLINE,
+    TIE_RULE,
+    CeilingReport,
+    LadderResult,
+    MethodResult,
+    compute,
+)
+from hpt.results.records import Cell, SampleRecord
+from hpt.results.store import RunDirError, read_records, read_run_info, require_run_dirs
+from hpt.results.tally import Tally
+
+CSV_REQUIRED = ("model", "benchmark", "method", "accuracy")
+CSV_OPTIONAL = ("n", "prompt_tokens")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "ceiling",
+        help="each model's performance ceiling over prompting methods, its gain over a "
+        "baseline prompt and the ranking flips (JSON, Markdown, plots)",
+    )
+    p.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR")
+    p.add_argument(
+        "--scores",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE.csv",
+        help="external results: columns model, benchmark, method, accuracy (percent), "
+        "optional n and prompt_tokens (mean per sample); lines starting with # are skipped. "
+        "Repeatable",
+    )
+    p.add_argument(
+        "--baseline",
+        default=DEFAULT_BASELINE,
+        metavar="METHOD",
+        help=f"the fixed-prompt method gains are measured from (default {DEFAULT_BASELINE})",
+    )
+    p.add_argument(
+        "--headline-methods",
+        type=names,
+        default=list(DEFAULT_HEADLINE),
+        metavar="M1,M2",
+        help="the methods whose mean gain over the baseline is the headline "
+        f"(default {','.join(DEFAULT_HEADLINE)})",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="output folder (default: the first RUN_DIR; with only --scores, the current "
+        "directory)",
+    )
+    p.add_argument("--no-plots", action="store_true", help="JSON and Markdown only")
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass
+class _CellAcc:
+    tally: Tally
+    strategies: tuple[str, ...]
+    source: Path
+    resolved: Counter[float] = field(default_factory=Counter)
+    hpi: Counter[float] = field(default_factory=Counter)
+    prompt_tokens: int = 0  # over scored samples
+
+    def add(self, record: SampleRecord) -> None:
+        self.tally.add(record)
+        if record.hpi_score is not None:  # scored: not an error (as hpt report counts)
+            self.hpi[record.hpi_score] += 1
+            self.resolved[float(record.resolved_level is not None)] += 1
+            self.prompt_tokens += record.prompt_tokens
+
+
+def benchmark_label(cell: Cell) -> str:
+    at = f"@{cell.threshold:g}" if cell.threshold is not None else ""
+    variant = f" · {cell.variant}" if cell.variant is not None else ""
+    return f"{cell.dataset}{at}{variant}"
+
+
+def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResult]]:
+    """A run cell whose ladder is one strategy is a method result (method = the strategy);
+    a cell with a ladder of several strategies (or adaptive) goes to the HPT view."""
+    from hpt.reports.tables import bootstrap_ci  # numpy: loaded only for reports
+
+    for directory in run_dirs:
+        if not directory.is_dir():
+            raise RunDirError(f"run directory {directory} does not exist")
+    require_run_dirs(*run_dirs)
+    # A cell's identity does not name its ladder: runs of different strategies on the same
+    # dataset and model are different results.
+    cells: dict[tuple[Cell, tuple[str, ...]], _CellAcc] = {}
+    for directory in run_dirs:
+        run = read_run_info(directory)
+        seen_here: set[tuple[Cell, tuple[str, ...]]] = set()
+        for record in read_records(directory):
+            key = (record.cell, tuple(record.strategies) or tuple(run.strategies))
+            acc = cells.get(key)
+            if acc is None:
+                acc = cells[key] = _CellAcc(Tally.of(record), key[1], directory)
+            elif key not in seen_here:
+                raise RunDirError(
+                    f"{record.cell.title} ({', '.join(key[1])}) is in both {acc.source} and "
+                    f"{directory}; keep one"
+                )
+            seen_here.add(key)
+            acc.add(record)
+    methods: list[MethodResult] = []
+    ladders: list[LadderResult] = []
+    for (cell, _), acc in cells.items():
+        s = acc.tally.summary()
+        where = f"{acc.source} ({cell.title})"
+        if len(acc.strategies) == 1 and cell.mode == "standard":
+            if not s.n or s.accuracy is None:
+                raise ReportError(
+                    f"{where}: all {s.samples} sample(s) ended in an error; nothing to score"
+                )
+            ci = bootstrap_ci(acc.resolved)
+            methods.append(
+                MethodResult(
+                    model=cell.model,
+                    benchmark=benchmark_label(cell),
+                    method=acc.strategies[0],
+                    accuracy=100 * s.accuracy,
+                    n=s.n,
+                    ci=(100 * ci[0], 100 * ci[1]) if ci else None,
+                    errors=s.errors,
+                    prompt_tokens=acc.prompt_tokens / s.n,
+                    source=str(acc.source),
+                )
+            )
+        else:
+            adaptive = " (adaptive)" if cell.mode == "adaptive" else ""
+            ladders.append(
+                LadderResult(
+                    model=cell.model,
+                    benchmark=benchmark_label(cell) + adaptive,
+                    hpi=s.hpi,
+                    hpi_ci=bootstrap_ci(acc.hpi),
+                    accuracy=None if s.accuracy is None else 100 * s.accuracy,
+                    n=s.n,
+                    errors=s.errors,
+                    strategies=acc.strategies,
+                    source=str(acc.source),
+                )
+            )
+    return methods, ladders
+
+
+def _lines(path: Path, position: list[int]) -> Iterator[str]:
+    """The file's lines without comments, noting in ``position`` the number of the line
+    last handed out (for file:line messages)."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if line.lstrip().startswith("#") or not line.strip():
+                continue
+            position[0] = lineno
+            yield line
+
+
+def _number(value: str, where: str, column: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise ReportError(f"{where}: {column} {value.strip()!r} is not a number") from None
+    if not math.isfinite(number):
+        raise ReportError(f"{where}: {column} {value.strip()!r} is not a finite number")
+    return number
+
+
+def read_scores(path: Path) -> list[MethodResult]:
+    """A CSV of results: model, benchmark, method, accuracy (percent), optional n and
+    prompt_tokens. Blank lines and lines starting with # are skipped."""
+    if not path.is_file():
+        raise ReportError(f"scores file {path} does not exist")
+    position = [0]
+    reader = csv.reader(_lines(path, position))
+    header = [h.strip() for h in next(reader, [])]
+    missing = [c for c in CSV_REQUIRED if c not in header]
+    if missing:
+        raise ReportError(
+            f"{path}:{position[0]}: missing column(s) {', '.join(missing)} "
+            f"(needs {', '.join(CSV_REQUIRED)}; has {', '.join(header) or 'none'})"
+        )
+    col = {name: header.index(name) for name in (*CSV_REQUIRED, *CSV_OPTIONAL) if name in header}
+    results = []
+    for row in reader:
+        where = f"{path}:{position[0]}"
+        if len(row) < len(header):
+            raise ReportError(f"{where}: {len(row)} field(s), the header has {len(header)}")
+        text = {name: row[i].strip() for name, i in col.items()}
+        for name in ("model", "benchmark", "method"):
+            if not text[name]:
+                raise ReportError(f"{where}: empty {name}")
+        accuracy = _number(text["accuracy"], where, "accuracy")
+        if not 0.0 <= accuracy <= 100.0:
+            raise ReportError(f"{where}: accuracy {accuracy:g} is not a percentage (0-100)")
+        n: int | None = None
+        if text.get("n"):
+            count = _number(text["n"], where, "n")
+            if count < 1 or count != int(count):
+                raise ReportError(f"{where}: n {text['n']!r} is not a count of samples")
+            n = int(count)
+        tokens = _number(text["prompt_tokens"], where, "prompt_tokens") if text.get(
+            "prompt_tokens") else None  # fmt: skip
+        results.append(
+            MethodResult(
+                model=text["model"],
+                benchmark=text["benchmark"],
+                method=text["method"],
+                accuracy=accuracy,
+                n=n,
+                prompt_tokens=tokens,
+                source=where,
+            )
+        )
+    return results
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _f(value: float | None, digits: int = 2, sign: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _method_cell(report: CeilingReport, model: str, method: str) -> str:
+    m = report.models[model]
+    stat = m.methods.get(method)
+    if stat is None:
+        return "-"
+    text = f"{stat.macro_avg:.2f} ± {_f(stat.sd, 1)}"
+    return f"**{text}**" if m.ceiling_method == method else text
+
+
+def markdown(report: CeilingReport, sources: list[str]) -> str:
+    from hpt.reports.tables import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+
+    models = list(report.models)
+    out = io.StringIO()
+    out.write("# Performance ceiling\n\n")
+    out.write("Inputs: " + ", ".join(f"`{s}`" for s in sources) + "\n\n")
+    out.write(
+        f"Accuracy in percent. Baseline: `{report.baseline}`. Macro-averages weigh every "
+        f"benchmark equally; σ is the sample standard deviation across benchmarks (ddof=1; "
+        f"'-' with one benchmark). The ceiling (bold) is a model's method with the best "
+        f"macro-average (ties go to the baseline, then the method listed first). Ranks: 1 = "
+        f"best; {TIE_RULE}. Brackets are 95% percentile-bootstrap intervals over samples "
+        f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}), given only where per-sample "
+        f"results exist (runs, not CSV rows). Samples that ended in an error are not scored.\n"
+    )
+    if report.warnings:
+        out.write("\n" + "".join(f"- ⚠ {w}\n" for w in report.warnings))
+
+    out.write("\n## Macro-average ± σ over benchmarks\n\n")
+    rows = [[method] + [_method_cell(report, m, method) for m in models] for method in
+            report.methods]  # fmt: skip
+    rows.append(
+        ["Ceiling − baseline (Δ)"] + [_f(report.models[m].delta, sign=True) for m in models]
+    )
+    rows.append(["σ at ceiling − σ at baseline"]
+                + [_f(_sub(report.models[m].ceiling_sd, report.models[m].baseline_sd), 1, True)
+                   for m in models])  # fmt: skip
+    headline = _headline(report)
+    rows.append([f"mean Δ of {headline}"]
+                + [_f(report.models[m].headline_delta, sign=True) for m in models])  # fmt: skip
+    out.write(_table(["method", *models], rows) + "\n")
+    out.write(
+        f"\n**Headline:** the mean gain of {headline} over {report.baseline}, averaged over "
+        f"models: **{_f(report.headline_delta, sign=True)}** points of accuracy "
+        f"(σ {_f(report.headline_sd_delta, sign=True)}).\n"
+    )
+    if report.method_means:
+        out.write(
+            "\nMean over models per method: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in report.method_means.items())
+            + "\n"
+        )
+
+    out.write("\n## How much of the ceiling is selection\n\n")
+    out.write(
+        "The ceiling is the maximum over methods, so it is biased upward by selection; the "
+        "spread of the methods' macro-averages shows how much it stands above a typical one.\n\n"
+    )
+    rows = []
+    for model, m in report.models.items():
+        s = m.spread
+        rows.append([model, m.ceiling_method, _f(m.ceiling), _f(s.min), _f(s.median), _f(s.max),
+                     _f(m.ceiling - s.median, sign=True), str(s.methods)])  # fmt: skip
+    out.write(_table(["model", "ceiling method", "ceiling", "min", "median", "max",
+                      "ceiling − median", "methods"], rows) + "\n")  # fmt: skip
+
+    out.write("\n## Ranks\n\n")
+    rows = [[model, f"{m.mean_rank_baseline:.2f} ± {_f(m.rank_sd_baseline)}",
+             f"{m.mean_rank_ceiling:.2f} ± {_f(m.rank_sd_ceiling)}",
+             str(len(m.benchmarks)) + (" ⚠" if m.missing_benchmarks else "")]
+            for model, m in report.models.items()]  # fmt: skip
+    out.write(_table(["model", "mean rank at baseline ± σ", "mean rank at ceiling ± σ",
+                      "benchmarks"], rows) + "\n")  # fmt: skip
+    out.write(
+        f"\nRank flips (the model ranking at the ceiling differs from the baseline's): "
+        f"{len(report.rank_flips)} of {len(report.benchmarks)} benchmarks"
+        + (": " + ", ".join(report.rank_flips) if report.rank_flips else "")
+        + ".\n"
+    )
+    for bench in report.rank_flips:
+        flip = report.rankings[bench]
+        before = " > ".join(f"{m} {flip.baseline_accuracy[m]:.1f}" for m in _order(flip.baseline))
+        after = " > ".join(
+            f"{m} {flip.ceiling_accuracy[m]:.1f} ({flip.ceiling_methods[m]})"
+            for m in _order(flip.ceiling)
+        )
+        out.write(f"\n- **{bench}**: {before} → {after}")
+    if report.rank_flips:
+        out.write("\n")
+
+    out.write("\n## Per benchmark\n\nBold: the model's best method on the benchmark.\n")
+    acc = {(r.model, r.benchmark, r.method): r for r in report.results}
+    for bench in report.benchmarks:
+        ranks = report.rankings[bench]
+        rows = []
+        for method in report.methods:
+            row = [method]
+            for model in models:
+                r = acc.get((model, bench, method))
+                if r is None:
+                    row.append("-")
+                    continue
+                ci = f" [{r.ci_low:.1f}, {r.ci_high:.1f}]" if r.ci_low is not None else ""
+                errors = f" ({r.errors} errors excluded)" if r.errors else ""
+                text = f"{r.accuracy:.1f}{ci}{errors}"
+                best = ranks.ceiling_methods.get(model) == method
+                row.append(f"**{text}**" if best else text)
+            rows.append(row)
+        rows.append(["rank baseline → ceiling"] + [
+            f"{_rank(ranks.baseline.get(m))} → {_rank(ranks.ceiling.get(m))}"
+            for m in models])  # fmt: skip
+        gain = _f(report.benchmark_gains.get(bench), sign=True)
+        out.write(f"\n### {bench}\n\n{_table(['method', *models], rows)}\n")
+        out.write(f"\nMean gain of {headline} over the baseline, over models: {gain}\n")
+
+    tokens_known = any(t is not None for t in report.extra_prompt_tokens.values())
+    out.write("\n## Extra prompt tokens over the baseline\n\n")
+    if tokens_known:
+        out.write(
+            "Mean prompt tokens per scored sample, method minus baseline, averaged over "
+            "benchmarks (every call of a sample counts).\n\n"
+        )
+        rows = [[method] + [_f(report.models[m].extra_prompt_tokens.get(method), 0)
+                            for m in models] + [_f(report.extra_prompt_tokens.get(method), 0)]
+                for method in report.methods]  # fmt: skip
+        out.write(_table(["method", *models, "mean"], rows) + "\n")
+    else:
+        out.write("No input recorded prompt tokens (runs record them; a CSV may give a "
+                  "prompt_tokens column).\n")  # fmt: skip
+
+    out.write("\n## HPT view\n\n")
+    if report.hpt_view:
+        out.write(
+            "Cells run with a ladder of several strategies are not a prompting method: their "
+            "Hierarchical Prompting Index (lower is better) is listed here instead.\n\n"
+        )
+        rows = []
+        for h in report.hpt_view:
+            ci = f" [{h.hpi_ci_low:.2f}, {h.hpi_ci_high:.2f}]" if h.hpi_ci_low is not None else ""
+            rows.append([h.model, h.benchmark, _f(h.hpi) + ci, _f(h.accuracy, 1), str(h.n),
+                         str(h.errors), ", ".join(h.strategies)])  # fmt: skip
+        out.write(_table(["model", "benchmark", "HPI", "accuracy %", "n", "errors",
+                          "ladder"], rows) + "\n")  # fmt: skip
+    else:
+        out.write("No HPT ladder runs among the inputs.\n")
+    return out.getvalue()
+
+
+def _headline(report: CeilingReport) -> str:
+    """The headline methods that some model has."""
+    present = [h for h in report.headline_methods if h in report.methods]
+    return ", ".join(present) or "(no headline method present)"
+
+
+def _sub(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def _rank(rank: float | None) -> str:
+    return "-" if rank is None else f"{rank:g}"
+
+
+def _order(ranks: dict[str, float]) -> list[str]:
+    return sorted(ranks, key=lambda m: ranks[m])
+
+
+def rich_table(report: CeilingReport) -> Table:
+    table = Table(title=f"Performance ceiling (accuracy %, baseline {report.baseline})")
+    table.add_column("model", overflow="fold")
+    for method in report.methods:
+        table.add_column(escape(method), justify="right", overflow="fold")
+    for column in ("Δ", "spread min/med", "rank base→ceil"):
+        table.add_column(column, justify="right", overflow="fold")
+    for model, m in report.models.items():
+        cells = []
+        for method in report.methods:
+            stat = m.methods.get(method)
+            text = "-" if stat is None else f"{stat.macro_avg:.2f} ±{_f(stat.sd, 1)}"
+            cells.append(f"[bold green]{text}[/]" if method == m.ceiling_method else text)
+        flag = " ⚠" if m.missing_benchmarks else ""
+        table.add_row(escape(model) + flag, *cells, _f(m.delta, sign=True),
+                      f"{m.spread.min:.1f}/{m.spread.median:.1f}",
+                      f"{m.mean_rank_baseline:.2f}→{m.mean_rank_ceiling:.2f}")  # fmt: skip
+    return table
+
+
+# ---------------------------------------------------------------- command
+
+
+def command(args: argparse.Namespace, console: Console) -> int:
+    if not args.run_dirs and not args.scores:
+        raise ReportError("give run directories, --scores FILE.csv, or both")
+    methods, ladders = read_runs(args.run_dirs) if args.run_dirs else ([], [])
+    for path in args.scores:
+        methods += read_scores(path)
+    report = compute(
+        methods, baseline=args.baseline, headline_methods=args.headline_methods, ladders=ladders
+    )
+    out: Path = args.out or (args.run_dirs[0] if args.run_dirs else Path.cwd())
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot write to {out}: {exc.strerror}") from None
+    sources = [str(d) for d in args.run_dirs] + [str(p) for p in args.scores]
+    (out / "ceiling.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (out / "ceiling.md").write_text(markdown(report, sources), encoding="utf-8")
+    written = [out / "ceiling.json", out / "ceiling.md"]
+    if not args.no_plots:
+        from hpt.reports import ceiling_plots
+
+        written += ceiling_plots.methods_chart(report, out)
+        written += ceiling_plots.delta_heatmap(report, out)
+        written += ceiling_plots.tokens_chart(report, out)
+    console.print(rich_table(report))
+    console.print(
+        f"headline: mean gain of {_headline(report)} over {report.baseline}: "
+        f"{_f(report.headline_delta, sign=True)} points; rank flips on "
+        f"{len(report.rank_flips)}/{len(report.benchmarks)} benchmarks"
+        + (f" ({', '.join(report.rank_flips)})" if report.rank_flips else ""),
+        highlight=False,
+        markup=False,
+    )
+    for warning in report.warnings:
+        console.print(f"warning: {warning}", highlight=False, markup=False, style="yellow")
+    console.print("wrote " + ", ".join(str(p) for p in written), highlight=False, soft_wrap=True)
+    return 0

@@ -49,7 +49,11 @@ def test_custom_prompt_directory(tmp_path: Path) -> None:
 
 
 # DepthQA climbs its own modes (tables 27-29), rendered in tests/test_depthqa_runs.py.
-@pytest.mark.parametrize("dataset", sorted(n for n, t in TASKS.items() if t.kind != "depth"))
+# Hub-only datasets (headqa, medbullets, medec) have no offline copy to render: their own
+# tests render them from small files in the hub's format.
+@pytest.mark.parametrize(
+    "dataset", sorted(n for n, t in TASKS.items() if t.kind != "depth" and t.offline_data)
+)
 def test_every_dataset_renders_every_strategy(dataset: str, data_dir: Path) -> None:
     task = get_task(dataset, data_dir)
     sample = task.load_samples()[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -78,6 +78,8 @@ class Task(ABC):
     run_options: ClassVar[tuple[str, ...]] = ()
     # Generation settings of the dataset's paper, under whatever the run sets.
     default_params: ClassVar[dict[str, Any]] = {}
+    # Whether shared/data holds a copy (False: hub only, e.g. HeadQA, MEDEC, MedBullets).
+    offline_data: ClassVar[bool] = True
 
     def __init__(self, data_dir: Path | None = None) -> None:
         self.data_dir = data_dir
@@ -104,6 +106,16 @@ class Task(ABC):
     @abstractmethod
     def load_exemplar_pool(self) -> list[Sample]:
         """Where three-shot exemplars come from (train/dev split)."""
+
+    def load_train_pool(self) -> list[Sample]:
+        """The benchmark's training data, for prompt optimisers (DSPy's bootstrapping and
+        validation); never evaluated on. By default the exemplar pool."""
+        return self.load_exemplar_pool()
+
+    def split_notes(self) -> list[str]:
+        """Plain-language notes on any train/validation slice the task carved out of another
+        split (and so excluded from evaluation); none by default."""
+        return []
 
     def choose(self, samples: Sequence[Sample], limit: int | None, seed: int) -> list[Sample]:
         """The samples a run with ``--limit`` evaluates (a seeded choice by default)."""
@@ -193,3 +205,23 @@ def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Samp
         return hashlib.sha256(f"{seed}:{s.id}".encode()).digest()
 
     return sorted(samples, key=rank)[:limit]
+
+
+def seeded_slice(
+    samples: Sequence[Sample], per_group: Mapping[str, int], group: Callable[[Sample], str],
+    seed: int,
+) -> tuple[list[Sample], list[Sample]]:  # fmt: skip
+    """Split ``samples`` into (slice, rest): from each group (``group(sample)``) the
+    ``per_group[name]`` samples ranked first by a hash of (seed, id), as ``select`` ranks.
+    Deterministic and independent of row order; both parts keep the input order."""
+    by_group: dict[str, list[Sample]] = {}
+    for s in samples:
+        by_group.setdefault(group(s), []).append(s)
+
+    def rank(s: Sample) -> bytes:
+        return hashlib.sha256(f"{seed}:{s.id}".encode()).digest()
+
+    chosen: set[str] = set()
+    for name, members in by_group.items():
+        chosen.update(s.id for s in sorted(members, key=rank)[: per_group.get(name, 0)])
+    return [s for s in samples if s.id in chosen], [s for s in samples if s.id not in chosen]

@@ -70,6 +70,10 @@ class GSM8K(Task):
     def load_exemplar_pool(self) -> list[Sample]:
         return self._samples("train")[:50]
 
+    def load_train_pool(self) -> list[Sample]:
+        # Prompt optimisers train on the whole train split (7,473 problems).
+        return self._samples("train")
+
     def parse(self, completion: str, sample: Sample) -> str | None:
         question = sample.fields.get("question")
         return parse_number(completion, echo=[question] if isinstance(question, str) else [])

@@ -8,15 +8,24 @@ from hpt.tasks.base import Task
 from hpt.tasks.boolq import BoolQ
 from hpt.tasks.csqa import CommonsenseQA
 from hpt.tasks.depthqa import DepthQA
+from hpt.tasks.gpqa import GPQA
 from hpt.tasks.gsm8k import GSM8K
 from hpt.tasks.humaneval import HumanEval
 from hpt.tasks.iwslt import IWSLT
+from hpt.tasks.medcalc import MedCalc
+from hpt.tasks.medqa import MEDEC, HeadQA, MedBullets
 from hpt.tasks.mmlu import MMLU
+from hpt.tasks.mmlu_pro import MMLUPro
 from hpt.tasks.samsum import SAMSum
 
 # Open: plugins add theirs with register_task.
 TASKS: dict[str, type[Task]] = {
-    t.name: t for t in (BoolQ, GSM8K, CommonsenseQA, MMLU, HumanEval, IWSLT, SAMSum, DepthQA)
+    t.name: t
+    for t in (
+        *(BoolQ, GSM8K, CommonsenseQA, MMLU, HumanEval, IWSLT, SAMSum, DepthQA),
+        # The benchmarks of the structured-prompting (DSPy+HELM) paper.
+        *(MMLUPro, GPQA, MedCalc, MEDEC, HeadQA, MedBullets),
+    )
 }
 
 

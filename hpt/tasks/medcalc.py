@@ -1,0 +1,159 @@
+"""MedCalc-Bench v1.0: compute a clinical value (a score, a lab value, a dose, a date) from
+a patient note (Khandekar et al., 2024).
+
+Fields ``patient_note`` and ``question``; the target is the ground truth in the form
+``medcalc_rules.read_answer`` returns (a number, MM/DD/YYYY, or "(W weeks, D days)"); meta
+carries the calculator's id and name, its category, the Output Type, the scoring kind and
+the row's Lower/Upper Limit. Scoring and reading: hpt.tasks.medcalc_rules (MedCalc-Bench's
+own per-calculator rules).
+
+Data. Offline: ``medcalc/test_data.csv`` (1047 rows). Hub: ``ncbi/MedCalc-Bench-v1.0``,
+split ``test``, and its ``train`` split as training data. Offline there is no train split,
+so 3 rows per calculator (55 calculators, one with only 2: 164 rows, about 16%) are taken
+from test by a hash of (seed 42, id): that slice is training data (and the three-shot
+exemplars: three of the sample's own calculator, as MedCalc-Bench's one-shot prompts use the
+same calculator) and is excluded from evaluation (``split_notes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hpt.results.records import Reading
+from hpt.tasks import medcalc_rules as rules
+from hpt.tasks.base import DatasetError, Sample, Task, seeded_slice
+from hpt.tasks.mmlu_pro import TRAIN_SEED, csv_dict_rows
+from hpt.tasks.sources import load_hub, require_file
+
+COLUMNS = (
+    "Row Number", "Calculator ID", "Calculator Name", "Category", "Output Type", "Note ID",
+    "Patient Note", "Question", "Ground Truth Answer", "Lower Limit", "Upper Limit",
+)  # fmt: skip
+
+
+class MedCalc(Task):
+    name = "medcalc"
+    title = "MedCalc-Bench"
+    hub_id = "ncbi/MedCalc-Bench-v1.0"
+    hub_split = "test"
+    # HPT's table 4 gives no penalty for MedCalc-Bench: GSM8K's (2.14), the other dataset
+    # whose answer is a computed value.
+    penalty = 2.14
+    report_rank = 12
+    TRAIN_PER_CALCULATOR: ClassVar[int] = 3
+
+    def __init__(self, data_dir: Path | None = None) -> None:
+        super().__init__(data_dir)
+        self._parts: tuple[list[Sample], list[Sample]] | None = None
+        self._explanations: dict[str, str] = {}
+
+    def _sample(self, split: str, row: dict[str, Any], where: str) -> Sample:
+        missing = [c for c in COLUMNS if row.get(c) is None]
+        if missing:
+            raise DatasetError(f"{where}: missing the columns {missing}")
+        value = {c: str(row[c]).strip() for c in COLUMNS}
+        try:
+            kind = rules.answer_kind(value["Output Type"], value["Ground Truth Answer"])
+            target = rules.canonical_truth(kind, value["Ground Truth Answer"])
+            lower = upper = ""
+            if kind == "decimal":
+                lower, upper = rules.limit(value["Lower Limit"]), rules.limit(value["Upper Limit"])
+            int(value["Calculator ID"])
+        except ValueError as exc:
+            raise DatasetError(f"{where}: {exc}") from None
+        ident = f"{self.name}-{split}-{value['Row Number']}"
+        explanation = row.get("Ground Truth Explanation")
+        if isinstance(explanation, str) and explanation.strip():
+            self._explanations[ident] = explanation.strip()
+        return Sample(
+            id=ident,
+            fields={"patient_note": str(row["Patient Note"]), "question": value["Question"]},
+            target=target,
+            meta={
+                "calculator_id": value["Calculator ID"],
+                "calculator_name": value["Calculator Name"],
+                "category": value["Category"],
+                "output_type": value["Output Type"],
+                "kind": kind,
+                "lower_limit": lower,
+                "upper_limit": upper,
+                "note_id": value["Note ID"],
+            },
+        )
+
+    def _load(self, split: str) -> list[Sample]:
+        if self.data_dir is None:
+            rows = load_hub(self.hub_id, self.hub_config, split)
+            places = [(f"{self.hub_id} {split} row {i}", r) for i, r in enumerate(rows)]
+        else:
+            path = require_file(self.data_dir, "medcalc/test_data.csv", self.name)
+            with path.open(encoding="utf-8", newline="") as fh:
+                places = list(csv_dict_rows(fh, str(path), COLUMNS))
+        samples = [self._sample(split, r, w) for w, r in places]
+        seen: set[str] = set()
+        for (where, _), s in zip(places, samples, strict=True):
+            if s.id in seen:
+                raise DatasetError(f"{where}: Row Number repeats ({s.id})")
+            seen.add(s.id)
+        return samples
+
+    def _split(self) -> tuple[list[Sample], list[Sample]]:
+        """(training data, evaluation samples)."""
+        if self._parts is None:
+            test = self._load("test")
+            if self.data_dir is None:
+                self._parts = (self._load("train"), test)
+            else:
+                per = {s.meta["calculator_id"]: self.TRAIN_PER_CALCULATOR for s in test}
+                self._parts = seeded_slice(test, per, lambda s: s.meta["calculator_id"], TRAIN_SEED)
+        return self._parts
+
+    def load_samples(self) -> list[Sample]:
+        return self._split()[1]
+
+    def load_exemplar_pool(self) -> list[Sample]:
+        return self._split()[0]
+
+    def split_notes(self) -> list[str]:
+        if self.data_dir is None:
+            return []
+        train, rest = self._split()
+        return [
+            f"MedCalc-Bench has no train split offline: a seeded slice of {len(train)} test "
+            f"rows ({self.TRAIN_PER_CALCULATOR} per calculator, seed {TRAIN_SEED}) is training "
+            f"data and is excluded from evaluation ({len(train) + len(rest)} -> {len(rest)} rows)"
+        ]
+
+    def exemplars_for(self, sample: Sample, pool: Sequence[Sample]) -> list[Sample]:
+        """Three training rows of the sample's own calculator (pool order)."""
+        calculator = sample.meta.get("calculator_id")
+        same = [s for s in pool if s.meta.get("calculator_id") == calculator][:3]
+        if len(same) < 3:
+            raise DatasetError(
+                f"medcalc: fewer than three training rows for calculator {calculator}"
+            )
+        return same
+
+    def explanation(self, exemplar: Sample) -> str | None:
+        return self._explanations.get(exemplar.id) or super().explanation(exemplar)
+
+    # -- checking -----------------------------------------------------------------------
+    def _echo(self, sample: Sample) -> list[str]:
+        return [v for v in (sample.fields.get(k) for k in ("patient_note", "question"))
+                if isinstance(v, str)]  # fmt: skip
+
+    def parse(self, completion: str, sample: Sample) -> str | None:
+        return rules.read_answer(completion, sample.meta.get("kind", ""), self._echo(sample))
+
+    def alternative_readings(self, completion: str, sample: Sample) -> dict[str, str | None]:
+        kind = sample.meta.get("kind", "")
+        return {"strict": rules.read_answer_strict(completion, kind, self._echo(sample))}
+
+    def reading(self, parsed: str | None, sample: Sample) -> Reading:
+        resolved = rules.is_correct(
+            sample.meta.get("kind", ""), parsed, sample.target,
+            sample.meta.get("lower_limit", ""), sample.meta.get("upper_limit", ""),
+        )  # fmt: skip
+        return Reading(parsed=parsed, resolved=resolved)

@@ -48,6 +48,7 @@ RUN_FLAGS = {
     "depth_mode": "depth_mode",
     "graph": "graph",
     "judge_model": "judge_model",
+    "prompt_model": "prompt_model",
     "data_dir": "data_dir",
     "out": "out",
 }
@@ -76,6 +77,16 @@ def strategy_arg(value: str) -> tuple[str, str, Any]:
     except json.JSONDecodeError:
         parsed = raw
     return name, field.strip(), parsed
+
+
+def program_arg(value: str) -> tuple[str, Path]:
+    """``STRATEGY=FILE`` or ``STRATEGY:DATASET=FILE``: a saved DSPy program."""
+    key, sep, raw = value.partition("=")
+    if not sep or not key.strip() or not raw.strip():
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected STRATEGY=FILE or STRATEGY:DATASET=FILE"
+        )
+    return key.strip(), Path(raw.strip()).expanduser().resolve()
 
 
 def add_parser(sub: Any) -> None:
@@ -175,6 +186,20 @@ def add_parser(sub: Any) -> None:
     run.add_argument(
         "--judge-model", help="depthqa: the model that scores answers 1-5 (default: --model)"
     )
+    run.add_argument(
+        "--prompt-model",
+        help="dspy_mipro: the model that proposes instructions (default: --model); a small "
+        "model often cannot write DSPy's field format",
+    )
+    run.add_argument(
+        "--program",
+        action="append",
+        type=program_arg,
+        metavar="STRATEGY[:DATASET]=FILE",
+        help="run a saved DSPy program (DSPy's program.save JSON, e.g. RUN/programs/*.json or "
+        "a dspy-helm agent) in dspy_predict/dspy_cot/dspy_bfrs/dspy_mipro instead of "
+        "optimising; :DATASET limits it to one dataset; repeatable",
+    )
     run.add_argument("--epoch", type=int, help="a new epoch bypasses cached answers (default 0)")
     run.add_argument("--no-progress", action="store_true", help="no live display")
 
@@ -192,6 +217,10 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
         for name, field, value in args.strategy_arg:
             given.setdefault(name, {})[field] = value
         merged["strategy_args"] = given
+    if args.program:
+        programs = {k: Path(v) for k, v in (merged.get("programs") or {}).items()}
+        programs.update(dict(args.program))
+        merged["programs"] = programs
     # Config-file plugins load now, before anything they register is looked up.
     merged["plugins"] = list(dict.fromkeys([*plugins, *(merged.get("plugins") or [])]))
     load_plugins(merged["plugins"], installed=False)
@@ -209,6 +238,7 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
 def resume_spec(args: argparse.Namespace) -> RunSpec:
     flags = [f for f in RUN_FLAGS if getattr(args, f) is not None] + given_model_flags(args)
     flags += ["strategy_arg"] if args.strategy_arg else []
+    flags += ["program"] if args.program else []
     given = [f"--{f.replace('_', '-')}" for f in flags if f not in RESUME_FLAGS]
     if given:
         raise ConfigError(

@@ -1,6 +1,7 @@
 """LangGraph state machines: the HPF ladder and its strategy nodes."""
 
-import hpt.graphs.depth_strategies  # noqa: F401  (registers DepthQA's modes as strategies)
+import hpt.graphs.depth_strategies
+import hpt.graphs.structured_strategies  # noqa: F401  (registers HELM's baseline and DSPy's)
 from hpt.graphs.ladder import LadderRuntime, build_ladder, mermaid, recursion_limit
 from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
@@ -20,6 +20,9 @@ from hpt.results.records import Attempt, Call
 from hpt.tasks import Check, Sample, Task
 from hpt.tasks.extractor import PURPOSE as EXTRACT
 from hpt.tasks.extractor import AnswerExtractor
+
+if TYPE_CHECKING:
+    from hpt.structured.runtime import CellRuntime
 
 # Edge labels. A failed model call ends the climb like a resolve does (the sample is then
 # recorded as an error); one label keeps the drawn graph to one edge per pair of nodes.
@@ -45,6 +48,8 @@ class LadderRuntime:
     share_completions: bool = False
     # Each strategy's validated parameters (strategies.strategy_params); defaults if absent.
     strategy_args: Mapping[str, BaseModel] = field(default_factory=dict)
+    # The cell's shared runtime (hpt.structured): per-cell memo, run directory, prompt model.
+    run: CellRuntime | None = None
 
 
 def cache_seed(sample_id: str, epoch: int, draw: int) -> str:
@@ -95,6 +100,7 @@ def _node(
                 level,
                 runtime.share_completions,
             ),
+            run=runtime.run,
         )
         if name in runtime.strategy_args:
             ctx.args = runtime.strategy_args[name]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -17,6 +17,9 @@ from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.prompts import FieldValue
 from hpt.results.records import Attempt, Call, mean_token_prob
 from hpt.tasks import Sample, Task
+
+if TYPE_CHECKING:
+    from hpt.structured.runtime import CellRuntime
 
 
 class NoParams(BaseModel):
@@ -49,6 +52,9 @@ class StrategyContext:
     # The strategy's parameters, validated against the model it registered
     # (--strategy-arg NAME.FIELD=VALUE); its defaults when none were given.
     args: BaseModel = field(default_factory=NoParams)
+    # The cell beyond this sample (run directory, per-cell memo, prompt model, --program
+    # files): what the DSPy strategies share across samples. None outside a run.
+    run: CellRuntime | None = None
 
     def params_as(self, kind: type[P]) -> P:
         """The strategy's parameters as the model it registered (defaults when unset)."""

@@ -48,7 +48,8 @@ from hpt.results.store import (
 )
 from hpt.results.tally import Summary, Tally
 from hpt.runs.models import ModelBackends
-from hpt.runs.spec import RunSpec
+from hpt.runs.spec import ConfigError, RunSpec
+from hpt.structured.runtime import CellRuntime, ProgramStore
 from hpt.tasks import DatasetError, Sample, Task, resolve_data_dir, task_class
 from hpt.tasks.extractor import AnswerExtractor
 from hpt.tasks.generation import GenerationTask
@@ -174,6 +175,8 @@ async def run_evaluation(
     plans = await _plan(spec)
     out = spec.out or default_out_dir(spec)
     store = RunStore(out)
+    # The DSPy strategies' optimised programs (one per dataset x model x strategy).
+    programs = ProgramStore(out, spec.programs)
     done: set[tuple[Any, ...]] = set()
     if resume:
         saved = load_saved_spec(out)
@@ -210,6 +213,10 @@ async def run_evaluation(
             if p.task.needs_judge:  # each cell its own judge: by default its evaluated model
                 p.task = copy.copy(p.task)
                 p.task.bind_judge(await backend(spec.judge_model or p.model_name), p.params)
+            # MIPROv2's instruction proposer: opened only for a ladder that optimises with it.
+            proposer = model
+            if spec.prompt_model and PROMPT_MODEL_STRATEGIES.intersection(p.strategies):
+                proposer = await backend(spec.prompt_model)
             runtime = LadderRuntime(
                 p.task,
                 model,
@@ -220,6 +227,7 @@ async def run_evaluation(
                 extractor=extractor,
                 share_completions=spec.share_completions,
                 strategy_args=p.args,
+                run=CellRuntime(p.cell.dataset, p.cell.model, programs, proposer, spec.epoch),
             )
             if p.cell.mode == "adaptive":
                 selector = await backend(spec.selector_model) if spec.selector_model else model
@@ -250,6 +258,7 @@ async def run_evaluation(
             store.close()
             result = RunSummary(complete=complete, cells=[p.tally.summary() for p in plans])
             store.write_json(SUMMARY, result)
+            programs.write_usage()
     observer.finished(result)
     return RunResult(out=out, summaries=result.cells, complete=complete)
 
@@ -285,6 +294,7 @@ async def _plan(spec: RunSpec) -> list[_CellPlan]:
             f"--strategy-arg names {', '.join(map(repr, stray))}, which is not in the ladder "
             f"({', '.join(sorted(laddered))})"
         )
+    _check_programs(spec, laddered)
     plans = []
     for (key, task), (samples, pool) in zip(tasks.items(), loaded, strict=True):
         # The paper's settings for the dataset (DepthQA's), under what the run sets.
@@ -297,6 +307,8 @@ async def _plan(spec: RunSpec) -> list[_CellPlan]:
             for name in strategies:
                 if name in DEFAULT_LADDER:  # fail early if the dataset lacks the level's prompts
                     task.prompts.section(name)
+                elif name in PROMPT_SECTIONS:
+                    task.prompts.section(PROMPT_SECTIONS[name])
         defaults = task.paper_thresholds if isinstance(task, GenerationTask) else None
         for threshold in spec.thresholds_for(defaults):
             cell_task = task
@@ -325,6 +337,31 @@ async def _plan(spec: RunSpec) -> list[_CellPlan]:
                         plans.append(_CellPlan(cell, cell_task, samples, pool, model_name,
                                                tally, strategies, args, params))  # fmt: skip
     return plans
+
+
+# Strategies that take a saved program (--program) and the one that uses --prompt-model.
+PROGRAM_STRATEGIES = ("dspy_predict", "dspy_cot", "dspy_bfrs", "dspy_mipro")
+PROMPT_MODEL_STRATEGIES = {"dspy_mipro"}
+# The prompt-file section each of those strategies reads.
+PROMPT_SECTIONS = {"helm_baseline": "helm_baseline", **{n: "dspy" for n in PROGRAM_STRATEGIES}}
+
+
+def _check_programs(spec: RunSpec, laddered: set[str]) -> None:
+    """Each --program names a DSPy strategy of the ladder (and a dataset of the run, when
+    it names one) and an existing file."""
+    for key, path in spec.programs.items():
+        name, _, dataset = key.partition(":")
+        if name not in PROGRAM_STRATEGIES:
+            raise ConfigError(
+                f"--program {key}={path}: a saved program loads into one of "
+                f"{', '.join(PROGRAM_STRATEGIES)}, not {name!r}"
+            )
+        if name not in laddered:
+            raise ConfigError(f"--program {key}={path}: {name} is not in the ladder")
+        if dataset and dataset not in spec.dataset:
+            raise ConfigError(f"--program {key}={path}: the run has no dataset {dataset!r}")
+        if not Path(path).is_file():
+            raise ConfigError(f"--program {key}={path}: no such file")
 
 
 def _read_back(

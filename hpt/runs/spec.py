@@ -65,6 +65,11 @@ class RunSpec(ModelSettings):
     depth_mode: Annotated[list[DepthMode], BeforeValidator(_listed)] = Field(default_factory=list)
     graph: Path | None = None
     judge_model: str | None = None
+    # MIPROv2's instruction proposer (dspy_mipro); None: each evaluated model itself.
+    prompt_model: str | None = None
+    # Saved DSPy programs to run instead of optimising (--program STRATEGY[:DATASET]=FILE):
+    # the key is a DSPy strategy, or STRATEGY:DATASET for one dataset only.
+    programs: dict[str, Path] = Field(default_factory=dict)
     # Adaptive attempts reuse the standard ladder's cached completions (off: the two modes
     # are independent samples of the model).
     share_completions: bool = False
@@ -106,7 +111,7 @@ class RunSpec(ModelSettings):
         for name in self.model:
             self.resolve(name)
         helpers = (self.knowledge_model, self.selector_model, self.extractor_model,
-                   self.judge_model)  # fmt: skip
+                   self.judge_model, self.prompt_model)  # fmt: skip
         for helper in helpers:
             if helper:
                 self.resolve(helper)

@@ -1,0 +1,186 @@
+"""The structured-prompting methods of "Structured prompting enables more robust evaluation
+of language models" (DSPy-HELM) as strategies, each usable alone or as a ladder level:
+
+- ``helm_baseline``: HELM's fixed zero-shot prompt (the ``[helm_baseline]`` section);
+- ``dspy_predict`` / ``dspy_cot``: zero-shot dspy.Predict / dspy.ChainOfThought seeded with
+  HELM's instruction (the ``[dspy]`` section), in DSPy's ChatAdapter format;
+- ``dspy_bfrs`` / ``dspy_mipro``: that program optimised by BootstrapFewShotWithRandomSearch
+  / MIPROv2 once per dataset x model on a train/validation split of the task's training pool
+  (never the test set), with the task's own check as the metric; every test sample then runs
+  the optimised program.
+
+The completion a task checks is the program's output field. Every model call -- the
+optimisers' too -- goes through hpt's backend (limits, retries, cache; hpt.structured.engine).
+Optimised programs are saved as DSPy JSON in ``RUN/programs/`` with a ``.meta.json`` (the
+optimisation's calls and tokens) and reused on ``--resume``; ``--program STRATEGY=FILE``
+loads a saved program instead of optimising.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from hpt.backends import Message
+from hpt.graphs.strategies import StrategyContext, UnknownStrategyError, strategy
+from hpt.structured.engine import (
+    EVALUATION,
+    EngineBinding,
+    Meter,
+    backend_error_in,
+    import_dspy,
+    parse_error_in,
+)
+from hpt.structured.engine import make_lm as _make_lm
+from hpt.structured.optimise import (
+    BfrsParams,
+    MiproParams,
+    OptimisationJob,
+    Optimiser,
+    OptimiserParams,
+    read_meta,
+    write_outcome,
+)
+from hpt.structured.programs import (
+    DspySpec,
+    Module,
+    build_program,
+    load_program_state,
+    program_summary,
+)
+
+HELM = "helm_baseline"
+DSPY_STRATEGIES = ("dspy_predict", "dspy_cot", "dspy_bfrs", "dspy_mipro")
+
+
+@strategy(HELM)
+async def helm_baseline(ctx: StrategyContext) -> str:
+    """HELM's fixed zero-shot prompt: ``user`` (and an optional ``system``)."""
+    messages = []
+    if ctx.task.prompts.optional_text(HELM, "system") is not None:
+        messages.append(Message(role="system", content=ctx.render(HELM, "system")))
+    messages.append(Message(role="user", content=ctx.render(HELM, "user")))
+    return await ctx.ask(messages)
+
+
+Prepared = tuple[Any, dict[str, str]]
+
+
+def _describe(meta: dict[str, Any]) -> str:
+    u = meta.get("optimisation") or {}
+    prompt, completion = u.get("prompt_tokens", 0), u.get("completion_tokens", 0)
+    return (
+        f"{meta.get('optimiser')}: {u.get('calls', 0)} calls ({u.get('cached_calls', 0)} "
+        f"cached), {prompt + completion} tokens ({prompt} prompt + {completion} completion)"
+    )
+
+
+async def _prepare(
+    ctx: StrategyContext, name: str, module: Module, optimiser: Optimiser | None
+) -> Prepared:
+    """The cell's program for ``name`` and the notes every attempt with it carries."""
+    spec = DspySpec.of(ctx.task)
+    run = ctx.run
+    program = build_program(spec, module)
+    given = run.given_program(name) if run is not None else None
+    if given is not None:
+        await asyncio.to_thread(load_program_state, program, given, spec)
+        return program, {"program": f"{given} (--program)", **_summary(program)}
+    if optimiser is None:
+        return program, {}
+    if run is None:
+        raise UnknownStrategyError(f"{name} optimises once per cell and needs a run's runtime")
+    file = run.program_file(name)
+    meta = read_meta(file) if file is not None else None
+    if file is not None and meta is not None:  # a resumed run: the program it optimised
+        await asyncio.to_thread(load_program_state, program, file, spec)
+        return program, {"program": str(file), "optimisation": _describe(meta),
+                         **_summary(program)}  # fmt: skip
+    params = ctx.params_as(BfrsParams if optimiser == "bfrs" else MiproParams)
+    assert isinstance(params, OptimiserParams)
+    job = OptimisationJob(
+        strategy=name,
+        optimiser=optimiser,
+        params=params,
+        task=ctx.task,
+        spec=spec,
+        model=ctx.model,
+        prompt_model=run.prompt_model or ctx.model,
+        gen_params=ctx.params,
+        meter=run.meter(name),
+        where=f"{name} on {run.dataset} × {run.model}",
+        seed=f"dspy/{name}/{run.dataset}#{run.epoch}",
+    )
+    optimised = await job.run()
+    notes = _summary(optimised)
+    if file is None:
+        return optimised, {"optimisation": _describe(job.meta(Path(name))), **notes}
+    meta = await asyncio.to_thread(write_outcome, job, optimised, file)
+    return optimised, {"program": str(file), "optimisation": _describe(meta), **notes}
+
+
+def _summary(program: Any) -> dict[str, str]:
+    s = program_summary(program)
+    return {"demos": str(s["demos"])}
+
+
+async def _program(
+    ctx: StrategyContext, name: str, module: Module, optimiser: Optimiser | None
+) -> Prepared:
+    if ctx.run is None:
+        return await _prepare(ctx, name, module, optimiser)
+    return await ctx.run.once(name, lambda: _prepare(ctx, name, module, optimiser))
+
+
+async def _answer(
+    ctx: StrategyContext, name: str, module: Module, optimiser: Optimiser | None = None
+) -> str:
+    program, notes = await _program(ctx, name, module, optimiser)
+    ctx.notes.update(notes)
+    spec = DspySpec.of(ctx.task)
+    meter = ctx.run.meter(name) if ctx.run is not None else Meter()
+    binding = EngineBinding(ctx.model, asyncio.get_running_loop(), ctx.params, ctx.cache_seed,
+                            EVALUATION, meter, purpose="answer", calls=ctx.calls)  # fmt: skip
+    dspy = import_dspy()
+    first = len(ctx.calls)
+    try:
+        with dspy.context(lm=_make_lm(binding), adapter=dspy.ChatAdapter()):
+            prediction = await program.acall(**spec.render(ctx.task, ctx.sample))
+    except Exception as exc:
+        backend = backend_error_in(exc)
+        if backend is not None:
+            raise backend from None
+        parse = parse_error_in(exc)
+        if parse is None or len(ctx.calls) == first:
+            raise
+        # The reply is not in DSPy's format: the task reads the raw reply instead.
+        ctx.notes["dspy"] = "DSPy could not parse the reply; the task read it as written"
+        return ctx.calls[first].completion
+    answer = prediction.get(spec.output)
+    return "" if answer is None else str(answer)
+
+
+@strategy("dspy_predict")
+async def dspy_predict(ctx: StrategyContext) -> str:
+    """Zero-shot dspy.Predict seeded with HELM's instruction (the paper's Zero-Shot Predict)."""
+    return await _answer(ctx, "dspy_predict", "predict")
+
+
+@strategy("dspy_cot")
+async def dspy_cot(ctx: StrategyContext) -> str:
+    """Zero-shot dspy.ChainOfThought (the paper's Zero-Shot CoT)."""
+    return await _answer(ctx, "dspy_cot", "cot")
+
+
+@strategy("dspy_bfrs", BfrsParams)
+async def dspy_bfrs(ctx: StrategyContext) -> str:
+    """BootstrapFewShotWithRandomSearch, once per dataset x model (K <= 3 demos)."""
+    return await _answer(ctx, "dspy_bfrs", ctx.params_as(BfrsParams).module, "bfrs")
+
+
+@strategy("dspy_mipro", MiproParams)
+async def dspy_mipro(ctx: StrategyContext) -> str:
+    """MIPROv2 (auto="light" by default), once per dataset x model; --prompt-model sets the
+    instruction proposer."""
+    return await _answer(ctx, "dspy_mipro", ctx.params_as(MiproParams).module, "mipro")

@@ -351,3 +351,41 @@ def test_prompt_model_flag_and_cli_run(toy, scripted, tmp_path) -> None:
               "--strategies", "helm_baseline", "--program", f"dspy_cot={tmp_path}/x.json",
               "--out", str(tmp_path / "r2"), env={"PYTHONPATH": str(toy)})  # fmt: skip
     assert bad.returncode == 2 and "dspy_cot is not in the ladder" in bad.stderr
+
+
+def test_a_dspy_helm_agent_asks_with_the_datasets_helm_prompt(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    """dspy-helm's agents (its agents/DATASET/MODEL/*.json) have one input, ``inputs`` (HELM's
+    whole prompt), and one output, ``output``: loaded for gsm8k, the program asks with
+    gsm8k's [helm_baseline] prompt as that input and keeps the agent's instruction and demos.
+    The JSON below has their shape (a ChainOfThought saved by DSPy 3.0)."""
+    from hpt.structured.programs import load_program, program_summary
+    from hpt.tasks import task_class
+
+    agent = {
+        "predict": {
+            "traces": [], "train": [], "lm": None,
+            "demos": [{"augmented": True, "inputs": "Q: What is 2 + 3?\nA:",
+                       "reasoning": "2 + 3 = 5.", "output": "5"}],
+            "signature": {
+                "instructions": "Solve the grade-school math problem.",
+                "fields": [{"prefix": "Inputs:", "description": "${inputs}"},
+                           {"prefix": "Reasoning: Let's think step by step in order to",
+                            "description": "${reasoning}"},
+                           {"prefix": "Output:", "description": "${output}"}],
+            },
+        },
+        "metadata": {"dependency_versions": {"python": "3.10", "dspy": "3.0.3"}},
+    }  # fmt: skip
+    path = tmp_path / "BootstrapFewShotWithRandomSearch.json"
+    path.write_text(json.dumps(agent))
+    task = task_class("gsm8k")(data_dir)
+    program, spec = load_program(path, task, "cot")
+    assert (list(spec.inputs), spec.output) == (["inputs"], "output")
+    sample = task.load_samples()[0]
+    rendered = spec.render(task, sample)["inputs"]
+    assert rendered == f"Q: {sample.fields['question']}\nA:"
+    (_, predictor), = program.named_predictors()  # fmt: skip
+    assert predictor.signature.instructions == "Solve the grade-school math problem."
+    assert program_summary(program)["demos"] == 1 and predictor.demos[0]["output"] == "5"

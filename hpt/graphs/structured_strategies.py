@@ -46,6 +46,7 @@ from hpt.structured.programs import (
     DspySpec,
     Module,
     build_program,
+    load_program,
     load_program_state,
     program_summary,
 )
@@ -64,7 +65,8 @@ async def helm_baseline(ctx: StrategyContext) -> str:
     return await ctx.ask(messages)
 
 
-Prepared = tuple[Any, dict[str, str]]
+# The cell's program, the signature it answers with, and the notes its attempts carry.
+Prepared = tuple[Any, DspySpec, dict[str, str]]
 
 
 def _describe(meta: dict[str, Any]) -> str:
@@ -85,18 +87,18 @@ async def _prepare(
     program = build_program(spec, module)
     given = run.given_program(name) if run is not None else None
     if given is not None:
-        await asyncio.to_thread(load_program_state, program, given, spec)
-        return program, {"program": f"{given} (--program)", **_summary(program)}
+        loaded, spec = await asyncio.to_thread(load_program, given, ctx.task, module)
+        return loaded, spec, {"program": f"{given} (--program)", **_summary(loaded)}
     if optimiser is None:
-        return program, {}
+        return program, spec, {}
     if run is None:
         raise UnknownStrategyError(f"{name} optimises once per cell and needs a run's runtime")
     file = run.program_file(name)
     meta = read_meta(file) if file is not None else None
     if file is not None and meta is not None:  # a resumed run: the program it optimised
         await asyncio.to_thread(load_program_state, program, file, spec)
-        return program, {"program": str(file), "optimisation": _describe(meta),
-                         **_summary(program)}  # fmt: skip
+        return program, spec, {"program": str(file), "optimisation": _describe(meta),
+                               **_summary(program)}  # fmt: skip
     params = ctx.params_as(BfrsParams if optimiser == "bfrs" else MiproParams)
     assert isinstance(params, OptimiserParams)
     job = OptimisationJob(
@@ -115,9 +117,9 @@ async def _prepare(
     optimised = await job.run()
     notes = _summary(optimised)
     if file is None:
-        return optimised, {"optimisation": _describe(job.meta(Path(name))), **notes}
+        return optimised, spec, {"optimisation": _describe(job.meta(Path(name))), **notes}
     meta = await asyncio.to_thread(write_outcome, job, optimised, file)
-    return optimised, {"program": str(file), "optimisation": _describe(meta), **notes}
+    return optimised, spec, {"program": str(file), "optimisation": _describe(meta), **notes}
 
 
 def _summary(program: Any) -> dict[str, str]:
@@ -136,9 +138,8 @@ async def _program(
 async def _answer(
     ctx: StrategyContext, name: str, module: Module, optimiser: Optimiser | None = None
 ) -> str:
-    program, notes = await _program(ctx, name, module, optimiser)
+    program, spec, notes = await _program(ctx, name, module, optimiser)
     ctx.notes.update(notes)
-    spec = DspySpec.of(ctx.task)
     meter = ctx.run.meter(name) if ctx.run is not None else Meter()
     binding = EngineBinding(ctx.model, asyncio.get_running_loop(), ctx.params, ctx.cache_seed,
                             EVALUATION, meter, purpose="answer", calls=ctx.calls)  # fmt: skip

@@ -10,16 +10,16 @@ instruction, no demos)::
     [dspy.inputs]                # each input field and its template over the sample's fields
     question = "{question}"
 
-Saved programs are DSPy's own ``program.save(path)`` JSON. ``load_program_state`` accepts
-that JSON from this or another single-predictor program (e.g. a dspy-helm agent): see its
-docstring for the shapes it takes.
+Saved programs are DSPy's own ``program.save(path)`` JSON. ``load_program`` accepts that JSON
+from this or another single-predictor program, a dspy-helm agent included: see
+``load_program_state`` for the shapes it takes.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -31,12 +31,20 @@ SECTION = "dspy"
 Module = Literal["predict", "cot"]
 
 
+HELM = "helm_baseline"
+# dspy-helm's agents (StanfordMIMI/dspy-helm, the structured-prompting paper's own programs)
+# have one input field holding HELM's whole prompt and one output field.
+HELM_AGENT_FIELDS = ("inputs", "output")
+
+
 @dataclass(frozen=True)
 class DspySpec:
     instruction: str
     inputs: dict[str, str]  # field name -> template
     output: str
     output_desc: str
+    # The prompt-file section the input templates render in.
+    section: str = SECTION
 
     @classmethod
     def of(cls, task: Task) -> DspySpec:
@@ -59,9 +67,23 @@ class DspySpec:
             output_desc=str(section.get("output_desc", "")),
         )
 
+    @classmethod
+    def helm_agent(cls, task: Task, instruction: str) -> DspySpec:
+        """The signature of a dspy-helm agent: ``inputs`` (the dataset's HELM prompt, as
+        ``[helm_baseline]`` renders it) -> ``output``."""
+        if not task.prompts.has(HELM):
+            raise DatasetError(f"{task.name}: a dspy-helm agent needs its [{HELM}] prompt")
+        return cls(
+            instruction=instruction,
+            inputs={HELM_AGENT_FIELDS[0]: task.prompts.text(HELM, "user")},
+            output=HELM_AGENT_FIELDS[1],
+            output_desc="",
+            section=HELM,
+        )
+
     def render(self, task: Task, sample: Sample) -> dict[str, str]:
         return {
-            name: task.prompts.render(SECTION, template, sample.fields)
+            name: task.prompts.render(self.section, template, sample.fields)
             for name, template in self.inputs.items()
         }
 
@@ -116,6 +138,40 @@ def _predictor_states(data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     }
 
 
+def load_program(path: Path, task: Task, module: Module) -> tuple[Any, DspySpec]:
+    """A program saved by hpt, by DSPy for this dataset's ``[dspy]`` signature, or by
+    dspy-helm (demos keyed ``inputs``/``output``: the program then asks with the dataset's
+    HELM prompt as its one input, as dspy-helm did), and the signature it answers with."""
+    spec = DspySpec.of(task)
+    demos = [d for state in _states_of(path).values() for d in state.get("demos") or []]
+    if _keyed_by(demos, HELM_AGENT_FIELDS) and not _keyed_by(demos, spec.inputs):
+        spec = DspySpec.helm_agent(task, spec.instruction)
+    program = build_program(spec, module)
+    load_program_state(program, path, spec)
+    return program, spec
+
+
+def _keyed_by(demos: Sequence[Any], fields: Iterable[str]) -> bool:
+    """Every demo has all of ``fields`` (and there is at least one demo)."""
+    wanted = set(fields)
+    return bool(demos) and all(isinstance(d, Mapping) and wanted <= set(d) for d in demos)
+
+
+def _states_of(path: Path) -> dict[str, Mapping[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"--program {path}: cannot read a DSPy program ({exc})") from None
+    states = _predictor_states(data) if isinstance(data, Mapping) else {}
+    if len(states) != 1:
+        found = ", ".join(states) or "none"
+        raise DatasetError(
+            f"--program {path}: expected DSPy's saved-program JSON with exactly one predictor "
+            f"(an object with a 'signature'); found {found}"
+        )
+    return states
+
+
 def load_program_state(program: Any, path: Path, spec: DspySpec) -> None:
     """Load a saved program's instruction and demos into ``program`` (one predictor).
 
@@ -131,18 +187,7 @@ def load_program_state(program: Any, path: Path, spec: DspySpec) -> None:
     applied when it has as many fields as ``program``'s signature; its demos must carry this
     dataset's ``[dspy.inputs]`` fields and output field.
     """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise DatasetError(f"--program {path}: cannot read a DSPy program ({exc})") from None
-    states = _predictor_states(data) if isinstance(data, Mapping) else {}
-    if len(states) != 1:
-        found = ", ".join(states) or "none"
-        raise DatasetError(
-            f"--program {path}: expected DSPy's saved-program JSON with exactly one predictor "
-            f"(an object with a 'signature'); found {found}"
-        )
-    (name, state), = states.items()  # fmt: skip
+    (name, state), = _states_of(path).items()  # fmt: skip
     signature = state["signature"]
     if not isinstance(signature, Mapping) or not isinstance(signature.get("instructions"), str):
         raise DatasetError(f"--program {path}: predictor {name!r} has no signature instructions")

@@ -419,6 +419,10 @@ def markdown(reports: list[CellReport], sources: list[Path]) -> str:
             out.write(f"\n## {title}\n\n{body}\n")
     out.write(f"\n## Resolved per level\n\n{table_levels(reports)}\n")
     out.write(f"\n## Calls, tokens and cost\n\n{table_usage(reports)}\n")
+    notes = {(r.info.title or r.info.name, n): None for r in reports for n in r.info.notes}
+    if notes:
+        out.write("\n## Notes on the data\n\n")
+        out.write("".join(f"- {title}: {note}\n" for title, note in notes))
     return out.getvalue()
 
 

@@ -77,6 +77,9 @@ class TaskInfo(BaseModel):
     table: ReportTable = Field(default_factory=lambda: DEFAULT_TABLE)
     # Further tables the dataset joins (DepthQA: discrepancy intensity and frequency).
     extra_tables: tuple[ReportTable, ...] = ()
+    # What the run's copy of the data needed said about it: a training slice carved out of
+    # the evaluated split and excluded from evaluation (Task.split_notes).
+    notes: tuple[str, ...] = ()
 
     @property
     def tables(self) -> tuple[ReportTable, ...]:

@@ -239,14 +239,14 @@ async def run_evaluation(
         if resume:
             saved.resumed_at.append(now)
             # A run saved before run.json described its tasks gets the descriptions now.
-            saved.tasks = {**{p.cell.dataset: p.task.info() for p in plans}, **saved.tasks}
+            saved.tasks = {**{p.cell.dataset: _described(p.task) for p in plans}, **saved.tasks}
             store.reopen()
         else:
             saved = SavedSpec(
                 **spec.model_dump(),
                 started_at=now,
                 command=command or [],
-                tasks={p.cell.dataset: p.task.info() for p in plans},
+                tasks={p.cell.dataset: _described(p.task) for p in plans},
             )
             store.create()
         store.write_json(SPEC, saved.model_copy(update={"out": out}))
@@ -261,6 +261,11 @@ async def run_evaluation(
             programs.write_usage()
     observer.finished(result)
     return RunResult(out=out, summaries=result.cells, complete=complete)
+
+
+def _described(task: Task) -> TaskInfo:
+    """The dataset as run.json describes it, with what its loaded data had to say."""
+    return task.info().model_copy(update={"notes": tuple(task.split_notes())})
 
 
 async def _plan(spec: RunSpec) -> list[_CellPlan]:

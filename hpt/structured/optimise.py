@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -186,6 +187,9 @@ class OptimisationJob:
             return EngineBinding(backend, loop, self.gen_params, self.seed, OPTIMISATION,
                                  self.meter, purpose=purpose, calls=self.calls)  # fmt: skip
 
+        # DSPy logs every trial at INFO, over the run's live display; hpt reports the
+        # optimisation itself (calls, tokens, the program's file).
+        logging.getLogger("dspy").setLevel(logging.WARNING)
         program_binding = bind(self.model, PROGRAM_ROLE)
         proposer_binding = bind(self.prompt_model, PROPOSER_ROLE)
         try:

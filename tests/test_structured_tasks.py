@@ -12,6 +12,7 @@ from hpt.tasks import DatasetError, Sample, get_task
 from hpt.tasks import medcalc_rules as rules
 from hpt.tasks.base import seeded_slice
 from hpt.tasks.gpqa import option_order
+from hpt.tasks.medcalc import MedCalc
 from hpt.tasks.medqa import read_medec_verdict
 
 OFFLINE = [("mmlu_pro", 12032, 70), ("gpqa", 198, 21), ("medcalc", 1047, 164)]
@@ -460,3 +461,62 @@ def test_hpt_ladder_prompts_render(name: str, data_dir: Path) -> None:
             p.text("generated_knowledge", key),
             {**sample.fields, "knowledge": "k"},
         )
+
+
+# What a careful reader takes when a completion goes on after its answer: a threshold, an
+# input, another quantity, or a check that confirms. {T} is the row's own truth.
+AFTER_THE_ANSWER = [
+    ("4", "Therefore, the CHA2DS2-VASc score is {T}. Anticoagulation is recommended since the "
+          "score is at least 2."),
+    ("4", "The score is {T}.\nRisk category: high (>= 2)."),
+    ("4", "Score = {T}. Annual stroke risk is 4.8%."),
+    ("4", "Answer: 7. Wait, I made a mistake: the score is {T}."),
+    ("2", "So the patient's CrCl is approximately {T} mL/min. Weight = 48 kg was used."),
+    ("2", "CrCl = {T} mL/min.\n\nKey values: age 87, weight 48 kg, SCr 1.4 mg/dL."),
+    ("2", "CrCl ≈ {T} mL/min. The creatinine is 1.4 mg/dL."),
+    ("2", "Answer: {T} mL/min\nWait, let me double-check: 53*48 = 2544. Yes, {T} is right."),
+    ("2", "Answer: {T} mL/min\n\nWait, I should verify the weight: 48 kg is correct."),
+    ("2", "The answer is {T}.\nI made an error earlier in the BMI step but it does not change "
+          "the result."),
+    ("13", "The due date is {T}, which is 40 weeks after the LMP of 12/17/2013."),
+    ("13", "The LMP was 12/17/2013. Adding 280 days gives {T}."),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def medcalc(data_dir: Path) -> tuple[MedCalc, dict[str, Sample]]:
+    task = get_task("medcalc", data_dir)
+    assert isinstance(task, MedCalc)
+    first: dict[str, Sample] = {}
+    for s in task.load_samples():
+        first.setdefault(s.meta["calculator_id"], s)
+    return task, first
+
+
+@pytest.mark.parametrize(("calculator", "template"), AFTER_THE_ANSWER)
+def test_medcalc_reads_the_answer_not_what_follows_it(
+    medcalc: tuple[MedCalc, dict[str, Sample]], calculator: str, template: str
+) -> None:
+    task, first = medcalc
+    sample = first[calculator]
+    completion = template.replace("{T}", sample.target)
+    assert task.check(sample, completion).resolved, task.parse(completion, sample)
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "A value of 2 or more is considered clinically significant.",
+        "Note: the normal range is 0 to 5.",
+        "Wait, let me double-check the inputs: the age is 60 years.",
+    ],
+)
+def test_medcalc_explanations_with_a_sentence_after_still_read(
+    medcalc: tuple[MedCalc, dict[str, Sample]], after: str
+) -> None:
+    """Each evaluated row's own explanation, with one sentence after it that states no new
+    answer, still reads as the truth (before this reader, most rows misread)."""
+    task, _ = medcalc
+    wrong = [s.id for s in task.load_samples()
+             if not task.check(s, f"{task.explanation(s)}\n{after}").resolved]  # fmt: skip
+    assert wrong == []

@@ -144,12 +144,25 @@ class MedCalc(Task):
         return [v for v in (sample.fields.get(k) for k in ("patient_note", "question"))
                 if isinstance(v, str)]  # fmt: skip
 
+    def _given(self, sample: Sample) -> list[str]:
+        note = sample.fields.get("patient_note")
+        return [note] if isinstance(note, str) else []
+
+    def _asked(self, sample: Sample) -> list[str]:
+        """The phrases naming the asked quantity (from the question and calculator name)."""
+        question = sample.fields.get("question")
+        return rules.asked(question if isinstance(question, str) else "",
+                           sample.meta.get("calculator_name", ""))  # fmt: skip
+
     def parse(self, completion: str, sample: Sample) -> str | None:
-        return rules.read_answer(completion, sample.meta.get("kind", ""), self._echo(sample))
+        return rules.read_answer(completion, sample.meta.get("kind", ""), self._echo(sample),
+                                 self._asked(sample), self._given(sample))  # fmt: skip
 
     def alternative_readings(self, completion: str, sample: Sample) -> dict[str, str | None]:
         kind = sample.meta.get("kind", "")
-        return {"strict": rules.read_answer_strict(completion, kind, self._echo(sample))}
+        strict = rules.read_answer_strict(completion, kind, self._echo(sample),
+                                          self._asked(sample), self._given(sample))  # fmt: skip
+        return {"strict": strict}
 
     def reading(self, parsed: str | None, sample: Sample) -> Reading:
         resolved = rules.is_correct(

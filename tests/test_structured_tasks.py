@@ -360,6 +360,11 @@ def test_medec_from_hub_files(tmp_path: Path) -> None:
     ("The text does not contain any error.", "CORRECT"),
     ("The text is INCORRECT", None),
     ("I am not sure.", None),
+    # Negated: "an error" inside "does not contain an error" is no error.
+    ("The note does not contain an error.", "CORRECT"),
+    ("The note doesn't have an error.", "CORRECT"),
+    ("I don't think there is an error in this note.", "CORRECT"),
+    ("There is no error. Actually, sentence 4 contains an error.", "ERROR"),
 ])  # fmt: skip
 def test_medec_verdicts(completion: str, verdict: str | None) -> None:
     assert read_medec_verdict(completion) == verdict

@@ -172,7 +172,9 @@ _MEDEC_VERDICTS: list[tuple[re.Pattern[str], str]] = [
             r"\b(?:no|not any|without|free of)\s+(?:medical\s+|clinical\s+|factual\s+)?errors?\b"
             r"|\b(?:does not|doesn't|did not|didn't)\s+(?:contain|have|include)\s+(?:an?|any)\s+"
             r"(?:medical\s+|clinical\s+)?error"
-            r"|\b(?:text|note|narrative)\s+is\s+(?:medically\s+)?(?:correct|accurate|error-free)\b",
+            r"|\b(?:text|note|narrative)\s+is\s+(?:medically\s+)?(?:correct|accurate|error-free)\b"
+            r"|\b(?:don't|do not)\s+(?:think|believe|see)\s+(?:that\s+)?there(?:\s+is|'s)\s+"
+            r"(?:an?|any)\s+(?:medical\s+|clinical\s+)?error",
             re.I,
         ),
         "CORRECT",
@@ -195,10 +197,20 @@ _MEDEC_VERDICTS: list[tuple[re.Pattern[str], str]] = [
 def read_medec_verdict(text: str) -> str | None:
     """ "CORRECT" (the note has no error) or "ERROR" (it has one), as the completion's last
     verdict states it; None when it states none."""
-    events: list[tuple[int, str]] = []
+    events: list[tuple[int, bool, str]] = []
     for pattern, verdict in _MEDEC_VERDICTS:
-        events += [(m.end(), verdict) for m in pattern.finditer(text)]
-    return max(events)[1] if events else None
+        for m in pattern.finditer(text):
+            if verdict == "ERROR" and _NEGATED.search(text, max(0, m.start() - 30), m.start()):
+                continue  # "does not contain an error", "I don't think there is an error"
+            # At the same place, "no error" outranks the "error" inside it.
+            events.append((m.end(), verdict == "CORRECT", verdict))
+    return max(events)[2] if events else None
+
+
+# A negation shortly before an error statement, in its own sentence.
+_NEGATED = re.compile(
+    r"(?:\b(?:not|no|never|without|cannot)\b|n't\b)(?:(?![.!?\n]).)*$", re.I
+)
 
 
 class MEDEC(HubOnly):

@@ -389,3 +389,19 @@ def test_a_dspy_helm_agent_asks_with_the_datasets_helm_prompt(
     (_, predictor), = program.named_predictors()  # fmt: skip
     assert predictor.signature.instructions == "Solve the grade-school math problem."
     assert program_summary(program)["demos"] == 1 and predictor.demos[0]["output"] == "5"
+
+
+@pytest.mark.parametrize(
+    ("reply", "read"),
+    [
+        # A ChainOfThought reply without its reasoning field: DSPy cannot parse it, the task
+        # reads the answer field (the marker lines made "C" unreadable to the MCQ reader).
+        ("[[ ## answer ## ]]\nC\n\n[[ ## completed ## ]]", "C"),
+        ("[[ ## reasoning ## ]]\nB is right.\n[[ ## completed ## ]]", "B is right."),
+        ("The correct answer is (B).", "The correct answer is (B)."),
+    ],
+)
+def test_an_unparsed_dspy_reply_gives_the_task_its_answer_field(reply: str, read: str) -> None:
+    from hpt.graphs.structured_strategies import field_text
+
+    assert field_text(reply, "answer") == read

@@ -19,6 +19,7 @@ loads a saved program instead of optimising.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -155,11 +156,27 @@ async def _answer(
         parse = parse_error_in(exc)
         if parse is None or len(ctx.calls) == first:
             raise
-        # The reply is not in DSPy's format: the task reads the raw reply instead.
+        # The reply is not all in DSPy's format (a ChainOfThought reply without its
+        # reasoning field): the task reads the output field if there is one, else the reply
+        # without DSPy's field markers; the last reply, after DSPy's own retry.
         ctx.notes["dspy"] = "DSPy could not parse the reply; the task read it as written"
-        return ctx.calls[first].completion
+        return field_text(ctx.calls[-1].completion, spec.output)
     answer = prediction.get(spec.output)
     return "" if answer is None else str(answer)
+
+
+_MARKER = re.compile(r"^\s*\[\[\s*##\s*(\w+)\s*##\s*\]\]\s*$", re.MULTILINE)
+
+
+def field_text(reply: str, output: str) -> str:
+    """A DSPy-format reply's ``output`` section ("[[ ## answer ## ]]\nC" -> "C"), else the
+    reply with the field-marker lines taken out."""
+    marks = list(_MARKER.finditer(reply))
+    for i, m in enumerate(marks):
+        if m.group(1) == output:
+            end = marks[i + 1].start() if i + 1 < len(marks) else len(reply)
+            return reply[m.end() : end].strip()
+    return _MARKER.sub("", reply).strip()
 
 
 @strategy("dspy_predict")

@@ -15,7 +15,7 @@ from hpt.tasks.gpqa import option_order
 from hpt.tasks.medcalc import MedCalc
 from hpt.tasks.medqa import read_medec_verdict
 
-OFFLINE = [("mmlu_pro", 12032, 70), ("gpqa", 198, 21), ("medcalc", 1047, 164)]
+OFFLINE = [("mmlu_pro", 12032, 70), ("gpqa", 198, 21), ("medcalc", 1047, 163)]
 ALL = ["mmlu_pro", "gpqa", "medcalc", "headqa", "medbullets", "medec"]
 HPT_SECTIONS = ["role", "zero_shot_cot", "three_shot_cot", "least_to_most", "generated_knowledge"]
 
@@ -34,6 +34,15 @@ def test_offline_counts_and_disjoint_train_slice(
     assert f"{total} -> {total - train}" in note and "seed 42" in note
     shots = task.exemplars_for(samples[0], pool)
     assert len(shots) == 3 and not {s.id for s in shots} & ids
+
+    # A question the data holds twice (MedCalc's QTc rows, MMLU-Pro 6248/6249) is never on
+    # both sides: training on its twin would leak the answer.
+    def asked(s: Sample) -> str:
+        return repr(sorted((k, str(v)) for k, v in s.fields.items()))
+
+    assert not {asked(s) for s in samples} & {asked(s) for s in pool}
+    group = {"medcalc": "calculator_id", "mmlu_pro": "category", "gpqa": "domain"}[name]
+    assert {s.meta[group] for s in samples} == {s.meta[group] for s in [*samples, *pool]}
 
 
 def test_slice_ignores_row_order() -> None:

@@ -209,19 +209,31 @@ def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Samp
 
 def seeded_slice(
     samples: Sequence[Sample], per_group: Mapping[str, int], group: Callable[[Sample], str],
-    seed: int,
+    seed: int, twins: Callable[[Sample], str] | None = None,
 ) -> tuple[list[Sample], list[Sample]]:  # fmt: skip
-    """Split ``samples`` into (slice, rest): from each group (``group(sample)``) the
-    ``per_group[name]`` samples ranked first by a hash of (seed, id), as ``select`` ranks.
-    Deterministic and independent of row order; both parts keep the input order."""
-    by_group: dict[str, list[Sample]] = {}
+    """Split ``samples`` into (slice, rest): from each group (``group(sample)``) about
+    ``per_group[name]`` samples, ranked by a hash of (seed, id), as ``select`` ranks.
+    Samples with the same ``twins`` key (the same question asked twice in the data) go to
+    the same side, so a repeated question never sits in both; a group's slice then holds
+    whole sets of twins, as many as fit the count. Deterministic and independent of row
+    order; both parts keep the input order."""
+    twin_of = twins or (lambda s: s.id)
+    sets: dict[str, dict[str, list[Sample]]] = {}
     for s in samples:
-        by_group.setdefault(group(s), []).append(s)
+        sets.setdefault(group(s), {}).setdefault(twin_of(s), []).append(s)
 
-    def rank(s: Sample) -> bytes:
-        return hashlib.sha256(f"{seed}:{s.id}".encode()).digest()
+    def rank(key: str) -> bytes:
+        return hashlib.sha256(f"{seed}:{key}".encode()).digest()
 
     chosen: set[str] = set()
-    for name, members in by_group.items():
-        chosen.update(s.id for s in sorted(members, key=rank)[: per_group.get(name, 0)])
+    for name, by_twin in sets.items():
+        wanted, taken = per_group.get(name, 0), 0
+        for key in sorted(by_twin, key=lambda k: rank(by_twin[k][0].id)):
+            if taken >= wanted:
+                break
+            members = by_twin[key]
+            if taken and taken + len(members) > wanted:
+                continue
+            chosen.update(m.id for m in members)
+            taken += len(members)
     return [s for s in samples if s.id in chosen], [s for s in samples if s.id not in chosen]

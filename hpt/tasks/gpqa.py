@@ -102,7 +102,8 @@ class GPQA(ChoiceTask):
             for s in samples:
                 sizes[s.meta["domain"]] = sizes.get(s.meta["domain"], 0) + 1
             per = {d: max(3, round(n * self.TRAIN_FRACTION)) for d, n in sizes.items()}
-            self._parts = seeded_slice(samples, per, lambda s: s.meta["domain"], TRAIN_SEED)
+            self._parts = seeded_slice(samples, per, lambda s: s.meta["domain"], TRAIN_SEED,
+                                       lambda s: str(s.fields["question"]))  # fmt: skip
         return self._parts
 
     def load_samples(self) -> list[Sample]:

@@ -17,6 +17,7 @@ same calculator) and is excluded from evaluation (``split_notes``).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,6 +32,10 @@ COLUMNS = (
     "Row Number", "Calculator ID", "Calculator Name", "Category", "Output Type", "Note ID",
     "Patient Note", "Question", "Ground Truth Answer", "Lower Limit", "Upper Limit",
 )  # fmt: skip
+
+
+def _same_question(sample: Sample) -> str:
+    return f"{sample.fields.get('patient_note')}\x00{sample.fields.get('question')}"
 
 
 class MedCalc(Task):
@@ -106,8 +111,13 @@ class MedCalc(Task):
             if self.data_dir is None:
                 self._parts = (self._load("train"), test)
             else:
-                per = {s.meta["calculator_id"]: self.TRAIN_PER_CALCULATOR for s in test}
-                self._parts = seeded_slice(test, per, lambda s: s.meta["calculator_id"], TRAIN_SEED)
+                # At most 3 per calculator, always leaving one to evaluate (calculator 31
+                # has two rows); a note asked twice with the same question stays on one side.
+                rows = Counter(s.meta["calculator_id"] for s in test)
+                per = {c: min(self.TRAIN_PER_CALCULATOR, n - 1) for c, n in rows.items()}
+                self._parts = seeded_slice(
+                    test, per, lambda s: s.meta["calculator_id"], TRAIN_SEED, _same_question
+                )
         return self._parts
 
     def load_samples(self) -> list[Sample]:
@@ -122,18 +132,18 @@ class MedCalc(Task):
         train, rest = self._split()
         return [
             f"MedCalc-Bench has no train split offline: a seeded slice of {len(train)} test "
-            f"rows ({self.TRAIN_PER_CALCULATOR} per calculator, seed {TRAIN_SEED}) is training "
-            f"data and is excluded from evaluation ({len(train) + len(rest)} -> {len(rest)} rows)"
+            f"rows (up to {self.TRAIN_PER_CALCULATOR} per calculator, leaving each at least one "
+            f"to evaluate; repeated rows kept together; seed {TRAIN_SEED}) is training data and "
+            f"is excluded from evaluation ({len(train) + len(rest)} -> {len(rest)} rows)"
         ]
 
     def exemplars_for(self, sample: Sample, pool: Sequence[Sample]) -> list[Sample]:
-        """Three training rows of the sample's own calculator (pool order)."""
+        """Up to three training rows of the sample's own calculator (pool order; offline,
+        calculator 31 has one)."""
         calculator = sample.meta.get("calculator_id")
         same = [s for s in pool if s.meta.get("calculator_id") == calculator][:3]
-        if len(same) < 3:
-            raise DatasetError(
-                f"medcalc: fewer than three training rows for calculator {calculator}"
-            )
+        if not same:
+            raise DatasetError(f"medcalc: no training row for calculator {calculator}")
         return same
 
     def explanation(self, exemplar: Sample) -> str | None:

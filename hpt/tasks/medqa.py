@@ -208,9 +208,7 @@ def read_medec_verdict(text: str) -> str | None:
 
 
 # A negation shortly before an error statement, in its own sentence.
-_NEGATED = re.compile(
-    r"(?:\b(?:not|no|never|without|cannot)\b|n't\b)(?:(?![.!?\n]).)*$", re.I
-)
+_NEGATED = re.compile(r"(?:\b(?:not|no|never|without|cannot)\b|n't\b)(?:(?![.!?\n]).)*$", re.I)
 
 
 class MEDEC(HubOnly):

@@ -156,7 +156,10 @@ class MMLUPro(ChoiceTask):
                 self._parts = (train, test)
             else:
                 per = {s.meta["category"]: self.TRAIN_PER_CATEGORY for s in test}
-                self._parts = seeded_slice(test, per, lambda s: s.meta["category"], TRAIN_SEED)
+                # A question the data holds twice stays on one side of the split.
+                self._parts = seeded_slice(test, per, lambda s: s.meta["category"], TRAIN_SEED,
+                                           lambda s: repr((s.fields["question"],
+                                                           s.fields["options"])))  # fmt: skip
         return self._parts
 
     def load_samples(self) -> list[Sample]:

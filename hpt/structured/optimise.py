@@ -280,8 +280,11 @@ class OptimisationJob:
         )
 
     def _check_parses(self) -> None:
+        # DSPy goes on past a proposal it cannot parse; only when none parsed is the
+        # "optimised" instruction the seed one, which must not pass for an optimisation.
+        # Partial failures are counted in the program's meta file.
         proposer = self.parse_counts.get(PROPOSER_ROLE)
-        if proposer is not None and proposer.failures:
+        if proposer is not None and proposer.calls and proposer.failures == proposer.calls:
             raise self._unparseable(PROPOSER_ROLE, proposer)
         program = self.parse_counts.get(PROGRAM_ROLE)
         if program is not None and program.calls and program.failures == program.calls:
@@ -291,16 +294,16 @@ class OptimisationJob:
         backend = backend_error_in(exc)
         if isinstance(backend, FatalBackendError):
             return backend
+        if backend is not None:  # the real cause, whatever else failed to parse
+            return OptimisationError(
+                f"{self.where}: a model call failed during optimisation: {backend}"
+            )
         for role in (PROPOSER_ROLE, PROGRAM_ROLE):
             counts = self.parse_counts.get(role)
             if counts is not None and counts.failures:
                 return self._unparseable(role, counts)
         if parse_error_in(exc) is not None:
             return self._unparseable(PROGRAM_ROLE, ParseCounts(1, 1, _short(exc)))
-        if backend is not None:
-            return OptimisationError(
-                f"{self.where}: a model call failed during optimisation: {backend}"
-            )
         return OptimisationError(
             f"{self.where}: {OPTIMISER_NAMES[self.optimiser]} failed: "
             f"{type(exc).__name__}: {_short(exc)}"

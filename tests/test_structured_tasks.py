@@ -224,6 +224,9 @@ WEEKS = _sample("weeks_days", "(4 weeks, 3 days)")
         (WEEKS, "Answer: ('4 weeks', '3 days')", "(4 weeks, 3 days)", True),
         (WEEKS, "Answer: (4, 3)", "(4 weeks, 3 days)", True),
         (WEEKS, "Answer: 4 weeks", "(4 weeks, 0 days)", False),
+        (WEEKS, "Answer: 31 days", "(4 weeks, 3 days)", True),  # days carried into weeks
+        (WEEKS, "Answer: 4+3 weeks", None, False),  # not half-read as 3 weeks
+        (WEEKS, "Answer: 4 3/7 weeks", None, False),
         (INTEGER, "I cannot determine this from the note.", None, False),
         (DATE, "The due date cannot be computed.", None, False),
         (WEEKS, "unknown", None, False),

@@ -83,6 +83,7 @@ async def _prepare(
     ctx: StrategyContext, name: str, module: Module, optimiser: Optimiser | None
 ) -> Prepared:
     """The cell's program for ``name`` and the notes every attempt with it carries."""
+    await asyncio.to_thread(import_dspy)  # its first import takes a second: not on the loop
     spec = DspySpec.of(ctx.task)
     run = ctx.run
     program = build_program(spec, module)

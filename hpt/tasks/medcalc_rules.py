@@ -211,6 +211,8 @@ _STATEMENT_END = re.compile(r"\n|;|[.!?](?!\d)")
 
 
 def _weeks_days(weeks: int, days: int) -> str:
+    # "31 days" is 4 weeks and 3 days: every truth has fewer than 7 days.
+    weeks, days = weeks + days // 7, days % 7
     return f"({weeks} weeks, {days} days)"
 
 
@@ -261,8 +263,8 @@ def _weeks_days_at(segment: str, partial: bool) -> str | None:
     if not partial:
         return None
     p = _WD_PART.search(segment)
-    if not p:
-        return None
+    if not p or re.search(r"[+/]\s*$|\d\s+$", segment[: p.start()]):
+        return None  # "4+3 weeks", "4 3/7 weeks": a form this reader does not take apart
     n = int(p.group("n"))
     return _weeks_days(n, 0) if p.group("unit").lower().startswith("w") else _weeks_days(0, n)
 

@@ -491,6 +491,7 @@ AFTER_THE_ANSWER = [
     ("2", "So the patient's CrCl is approximately {T} mL/min. Weight = 48 kg was used."),
     ("2", "CrCl = {T} mL/min.\n\nKey values: age 87, weight 48 kg, SCr 1.4 mg/dL."),
     ("2", "CrCl ≈ {T} mL/min. The creatinine is 1.4 mg/dL."),
+    ("7", "The normal albumin concentration is set to 4 g/dL, so the corrected calcium is {T}."),
     ("2", "Answer: {T} mL/min\nWait, let me double-check: 53*48 = 2544. Yes, {T} is right."),
     ("2", "Answer: {T} mL/min\n\nWait, I should verify the weight: 48 kg is correct."),
     ("2", "The answer is {T}.\nI made an error earlier in the BMI step but it does not change "
@@ -518,6 +519,17 @@ def test_medcalc_reads_the_answer_not_what_follows_it(
     sample = first[calculator]
     completion = template.replace("{T}", sample.target)
     assert task.check(sample, completion).resolved, task.parse(completion, sample)
+
+
+def test_medcalc_takes_no_value_of_another_quantity(
+    medcalc: tuple[MedCalc, dict[str, Sample]],
+) -> None:
+    """The embedded model's reply to a corrected-calcium question: its one number is the
+    albumin value the question gives ("You may take the normal albumin concentration to be
+    4 g/dL"), not an answer."""
+    task, first = medcalc
+    reply = "In this scenario, you have to set your normal albumin concentration to 4g/dL."
+    assert task.parse(reply, first["7"]) is None
 
 
 @pytest.mark.parametrize(

@@ -33,10 +33,11 @@ cue inside parentheses ("(age 65-74: 1 point)"). Which statement is the answer:
    creatinine is 1.4."), and one naming another quantity is passed over ("Score = 4.
    Annual stroke risk is 4.8%.", "Weight = 48 kg", "the normal range is 0 to 5").
 
-With none, a completion that is nothing but the value ("12.5 mL/min", "3") is read, then a
-completion holding exactly one value of the kind; anything else is None (unresolved), never
-a guess. A date or (weeks, days) given in the patient note is an input, never the answer;
-"2 or more" and "65+" are thresholds, not values. After an admitted mistake ("I made a
+With none, a completion that is nothing but the value ("12.5 mL/min", "3") is read; then, if
+it makes no statement at all, one holding exactly one value of the kind that the note and
+question do not give; anything else is None (unresolved), never a guess. A date or (weeks,
+days) given in the patient note is an input, never the answer; "2 or more" and "65+" are
+thresholds, not values. After an admitted mistake ("I made a
 mistake", "Correction:") what follows states the answer; after a second look ("Wait, ...",
 "let me double-check") only an explicit answer or one naming the quantity fully replaces the
 earlier one: a check that confirms, or restates an input, leaves it standing. Within a
@@ -535,6 +536,10 @@ def _readings(
         return value, (value if explicit else alone)
     if alone is not None:
         return alone, alone
-    # No statement: only a completion with one value of the kind is read.
-    values = {v for v in _all_values(kind, text) if v not in inputs}
+    if statements:  # it states only other quantities ("albumin concentration to 4 g/dL")
+        return None, None
+    # No statement at all: only a completion with one value of the kind is read, and not
+    # a value the note or question gives ("take the normal albumin to be 4 g/dL").
+    given_values = {v for e in echo for v in _all_values(kind, e)}
+    values = {v for v in _all_values(kind, text) if v not in given_values}
     return (values.pop() if len(values) == 1 else None), None

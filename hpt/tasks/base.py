@@ -207,6 +207,44 @@ def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Samp
     return sorted(samples, key=rank)[:limit]
 
 
+Parts = tuple[list[Sample], list[Sample]]
+
+
+class CarvedSplit:
+    """A task whose training data may be carved out of the split it evaluates (where a copy
+    of the data lacks the training split the paper used). ``_carve`` makes (training,
+    evaluated) once; ``_carve_note(training)`` says how a carved slice was chosen, or None
+    when nothing was carved (the hub's own split was used)."""
+
+    _parts: Parts | None = None
+
+    def _carve(self) -> Parts:
+        raise NotImplementedError
+
+    def _carve_note(self, training: list[Sample]) -> str | None:
+        raise NotImplementedError
+
+    def _split(self) -> Parts:
+        if self._parts is None:
+            self._parts = self._carve()
+        return self._parts
+
+    def load_samples(self) -> list[Sample]:
+        return self._split()[1]
+
+    def load_exemplar_pool(self) -> list[Sample]:
+        return self._split()[0]
+
+    def split_notes(self) -> list[str]:
+        training, evaluated = self._split()
+        note = self._carve_note(training)
+        if note is None:
+            return []
+        total = len(training) + len(evaluated)
+        return [f"{note} is training data and is excluded from evaluation "
+                f"({total} -> {len(evaluated)})"]  # fmt: skip
+
+
 def seeded_slice(
     samples: Sequence[Sample], per_group: Mapping[str, int], group: Callable[[Sample], str],
     seed: int, twins: Callable[[Sample], str] | None = None,

@@ -19,10 +19,10 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
-from pathlib import Path
+from collections import Counter
 from typing import Any, ClassVar
 
-from hpt.tasks.base import DatasetError, Sample, seeded_slice
+from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, seeded_slice
 from hpt.tasks.mmlu_pro import TRAIN_SEED, ChoiceTask, choice_sample, csv_dict_rows
 from hpt.tasks.sources import DATA_DIR_ENV, load_hub, require_file
 
@@ -39,7 +39,7 @@ def option_order(record_id: str) -> list[int]:
     return sorted(range(4), key=lambda i: hashlib.sha256(f"gpqa:{record_id}:{i}".encode()).digest())
 
 
-class GPQA(ChoiceTask):
+class GPQA(CarvedSplit, ChoiceTask):
     name = "gpqa"
     title = "GPQA Diamond"
     hub_id = "Idavidrein/gpqa"
@@ -48,10 +48,6 @@ class GPQA(ChoiceTask):
     report_rank = 11
     exemplar_group = "domain"
     TRAIN_FRACTION: ClassVar[float] = 0.1
-
-    def __init__(self, data_dir: Path | None = None) -> None:
-        super().__init__(data_dir)
-        self._parts: tuple[list[Sample], list[Sample]] | None = None
 
     def _sample(self, row: dict[str, Any], where: str) -> Sample:
         missing = [c for c in COLUMNS if not isinstance(row.get(c), str)]
@@ -95,28 +91,15 @@ class GPQA(ChoiceTask):
         where = f"{path}!{info.filename}"
         return list(csv_dict_rows(io.StringIO(text, newline=""), where, COLUMNS))
 
-    def _split(self) -> tuple[list[Sample], list[Sample]]:
-        if self._parts is None:
-            samples = [self._sample(r, w) for w, r in self._rows()]
-            sizes: dict[str, int] = {}
-            for s in samples:
-                sizes[s.meta["domain"]] = sizes.get(s.meta["domain"], 0) + 1
-            per = {d: max(3, round(n * self.TRAIN_FRACTION)) for d, n in sizes.items()}
-            self._parts = seeded_slice(samples, per, lambda s: s.meta["domain"], TRAIN_SEED,
-                                       lambda s: str(s.fields["question"]))  # fmt: skip
-        return self._parts
+    def _carve(self) -> Parts:
+        samples = [self._sample(r, w) for w, r in self._rows()]
+        sizes = Counter(s.meta["domain"] for s in samples)
+        per = {d: max(3, round(n * self.TRAIN_FRACTION)) for d, n in sizes.items()}
+        return seeded_slice(samples, per, lambda s: s.meta["domain"], TRAIN_SEED,
+                            lambda s: str(s.fields["question"]))  # fmt: skip
 
-    def load_samples(self) -> list[Sample]:
-        return self._split()[1]
-
-    def load_exemplar_pool(self) -> list[Sample]:
-        return self._split()[0]
-
-    def split_notes(self) -> list[str]:
-        train, rest = self._split()
-        return [
-            f"GPQA Diamond has no train split: a seeded slice of {len(train)} questions "
-            f"({int(self.TRAIN_FRACTION * 100)}% of each domain, at least 3; seed {TRAIN_SEED}) "
-            f"is training data and is excluded from evaluation "
-            f"({len(train) + len(rest)} -> {len(rest)} questions)"
-        ]
+    def _carve_note(self, training: list[Sample]) -> str | None:
+        return (
+            f"GPQA Diamond has no train split: a seeded slice of {len(training)} questions "
+            f"({int(self.TRAIN_FRACTION * 100)}% of each domain, at least 3; seed {TRAIN_SEED})"
+        )

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from hpt.results.records import Reading
 from hpt.tasks import medcalc_rules as rules
-from hpt.tasks.base import DatasetError, Sample, Task, seeded_slice
+from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
 from hpt.tasks.mmlu_pro import TRAIN_SEED, csv_dict_rows
 from hpt.tasks.sources import load_hub, require_file
 
@@ -38,7 +38,7 @@ def _same_question(sample: Sample) -> str:
     return f"{sample.fields.get('patient_note')}\x00{sample.fields.get('question')}"
 
 
-class MedCalc(Task):
+class MedCalc(CarvedSplit, Task):
     name = "medcalc"
     title = "MedCalc-Bench"
     hub_id = "ncbi/MedCalc-Bench-v1.0"
@@ -51,7 +51,6 @@ class MedCalc(Task):
 
     def __init__(self, data_dir: Path | None = None) -> None:
         super().__init__(data_dir)
-        self._parts: tuple[list[Sample], list[Sample]] | None = None
         self._explanations: dict[str, str] = {}
 
     def _sample(self, split: str, row: dict[str, Any], where: str) -> Sample:
@@ -104,38 +103,25 @@ class MedCalc(Task):
             seen.add(s.id)
         return samples
 
-    def _split(self) -> tuple[list[Sample], list[Sample]]:
-        """(training data, evaluation samples)."""
-        if self._parts is None:
-            test = self._load("test")
-            if self.data_dir is None:
-                self._parts = (self._load("train"), test)
-            else:
-                # At most 3 per calculator, always leaving one to evaluate (calculator 31
-                # has two rows); a note asked twice with the same question stays on one side.
-                rows = Counter(s.meta["calculator_id"] for s in test)
-                per = {c: min(self.TRAIN_PER_CALCULATOR, n - 1) for c, n in rows.items()}
-                self._parts = seeded_slice(
-                    test, per, lambda s: s.meta["calculator_id"], TRAIN_SEED, _same_question
-                )
-        return self._parts
-
-    def load_samples(self) -> list[Sample]:
-        return self._split()[1]
-
-    def load_exemplar_pool(self) -> list[Sample]:
-        return self._split()[0]
-
-    def split_notes(self) -> list[str]:
+    def _carve(self) -> Parts:
+        test = self._load("test")
         if self.data_dir is None:
-            return []
-        train, rest = self._split()
-        return [
-            f"MedCalc-Bench has no train split offline: a seeded slice of {len(train)} test "
+            return self._load("train"), test
+        # At most 3 per calculator, always leaving one to evaluate (calculator 31 has two
+        # rows); a note asked twice with the same question stays on one side.
+        rows = Counter(s.meta["calculator_id"] for s in test)
+        per = {c: min(self.TRAIN_PER_CALCULATOR, n - 1) for c, n in rows.items()}
+        return seeded_slice(test, per, lambda s: s.meta["calculator_id"], TRAIN_SEED,
+                            _same_question)  # fmt: skip
+
+    def _carve_note(self, training: list[Sample]) -> str | None:
+        if self.data_dir is None:
+            return None
+        return (
+            f"MedCalc-Bench has no train split offline: a seeded slice of {len(training)} test "
             f"rows (up to {self.TRAIN_PER_CALCULATOR} per calculator, leaving each at least one "
-            f"to evaluate; repeated rows kept together; seed {TRAIN_SEED}) is training data and "
-            f"is excluded from evaluation ({len(train) + len(rest)} -> {len(rest)} rows)"
-        ]
+            f"to evaluate; repeated rows kept together; seed {TRAIN_SEED})"
+        )
 
     def exemplars_for(self, sample: Sample, pool: Sequence[Sample]) -> list[Sample]:
         """Up to three training rows of the sample's own calculator (pool order; offline,

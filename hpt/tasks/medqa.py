@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
-from hpt.tasks.base import DatasetError, Sample, Task, seeded_slice
+from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
 from hpt.tasks.mmlu_pro import LETTERS, TRAIN_SEED, ChoiceTask, choice_sample
 from hpt.tasks.sources import DATA_DIR_ENV, load_hub
 
@@ -92,7 +91,7 @@ class HeadQA(HubOnly, ChoiceTask):
         return self._load("train")
 
 
-class MedBullets(HubOnly, ChoiceTask):
+class MedBullets(CarvedSplit, HubOnly, ChoiceTask):
     """MedBullets (Chen et al., 2024): 308 USMLE Step 2/3 style questions, four options
     (the ``op4`` release HELM uses; an empty fifth option is dropped). There is no train
     split: 10% of the questions (31, seed 42) are training data, excluded from evaluation."""
@@ -104,10 +103,6 @@ class MedBullets(HubOnly, ChoiceTask):
     hub_train_split = None
     report_rank = 15
     TRAIN_FRACTION: ClassVar[float] = 0.1
-
-    def __init__(self, data_dir: Path | None = None) -> None:
-        super().__init__(data_dir)
-        self._parts: tuple[list[Sample], list[Sample]] | None = None
 
     def _sample(self, row: dict[str, Any], where: str, index: int) -> Sample:
         options = row.get("options")
@@ -136,27 +131,18 @@ class MedBullets(HubOnly, ChoiceTask):
             self._explanations[sample.id] = explanation.strip()
         return sample
 
-    def _split(self) -> tuple[list[Sample], list[Sample]]:
-        if self._parts is None:
-            rows = self.hub_rows("test")
-            samples = [self._sample(r, w, i) for i, (w, r) in enumerate(rows)]
-            size = max(3, round(len(samples) * self.TRAIN_FRACTION))
-            self._parts = seeded_slice(samples, {"": size}, lambda s: "", TRAIN_SEED)
-        return self._parts
+    def _carve(self) -> Parts:
+        rows = self.hub_rows("test")
+        samples = [self._sample(r, w, i) for i, (w, r) in enumerate(rows)]
+        size = max(3, round(len(samples) * self.TRAIN_FRACTION))
+        return seeded_slice(samples, {"": size}, lambda s: "", TRAIN_SEED,
+                            lambda s: str(s.fields["question"]))  # fmt: skip
 
-    def load_samples(self) -> list[Sample]:
-        return self._split()[1]
-
-    def load_exemplar_pool(self) -> list[Sample]:
-        return self._split()[0]
-
-    def split_notes(self) -> list[str]:
-        train, rest = self._split()
-        return [
-            f"MedBullets has no train split: a seeded slice of {len(train)} questions "
-            f"({int(self.TRAIN_FRACTION * 100)}%, seed {TRAIN_SEED}) is training data and is "
-            f"excluded from evaluation ({len(train) + len(rest)} -> {len(rest)} questions)"
-        ]
+    def _carve_note(self, training: list[Sample]) -> str | None:
+        return (
+            f"MedBullets has no train split: a seeded slice of {len(training)} questions "
+            f"({int(self.TRAIN_FRACTION * 100)}%, seed {TRAIN_SEED})"
+        )
 
 
 # -- MEDEC ---------------------------------------------------------------------------------

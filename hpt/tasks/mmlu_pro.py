@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
-from hpt.tasks.base import DatasetError, Sample, Task, seeded_slice
+from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
 from hpt.tasks.parsing import parse_sample_choice
 from hpt.tasks.sources import load_hub, read_jsonl, require_file
 
@@ -97,7 +97,7 @@ def choice_sample(
     )
 
 
-class MMLUPro(ChoiceTask):
+class MMLUPro(CarvedSplit, ChoiceTask):
     name = "mmlu_pro"
     title = "MMLU-Pro"
     hub_id = "TIGER-Lab/MMLU-Pro"
@@ -105,10 +105,6 @@ class MMLUPro(ChoiceTask):
     report_rank = 10
     exemplar_group = "category"
     TRAIN_PER_CATEGORY: ClassVar[int] = 5
-
-    def __init__(self, data_dir: Path | None = None) -> None:
-        super().__init__(data_dir)
-        self._parts: tuple[list[Sample], list[Sample]] | None = None
 
     def _sample(self, row: dict[str, Any], where: str) -> Sample:
         try:
@@ -147,34 +143,25 @@ class MMLUPro(ChoiceTask):
         path = require_file(self.data_dir, "mmlu_pro/test.jsonl", self.name)
         return [(f"{path}:{n}", row) for n, row in read_jsonl(path)]
 
-    def _split(self) -> tuple[list[Sample], list[Sample]]:
-        """(training data, evaluation samples)."""
-        if self._parts is None:
-            test = [self._sample(r, w) for w, r in self._rows("test")]
-            if self.data_dir is None:
-                train = [self._sample(r, w) for w, r in self._rows("validation")]
-                self._parts = (train, test)
-            else:
-                per = {s.meta["category"]: self.TRAIN_PER_CATEGORY for s in test}
-                # A question the data holds twice stays on one side of the split.
-                self._parts = seeded_slice(test, per, lambda s: s.meta["category"], TRAIN_SEED,
-                                           lambda s: repr((s.fields["question"],
-                                                           s.fields["options"])))  # fmt: skip
-        return self._parts
-
-    def load_samples(self) -> list[Sample]:
-        return self._split()[1]
-
-    def load_exemplar_pool(self) -> list[Sample]:
-        return self._split()[0]
-
-    def split_notes(self) -> list[str]:
+    def _carve(self) -> Parts:
+        test = [self._sample(r, w) for w, r in self._rows("test")]
         if self.data_dir is None:
-            return []
-        train, rest = self._split()
-        return [
-            f"MMLU-Pro has no validation split offline: a seeded slice of {len(train)} test "
+            return [self._sample(r, w) for w, r in self._rows("validation")], test
+        per = {s.meta["category"]: self.TRAIN_PER_CATEGORY for s in test}
+        # A question the data holds twice stays on one side of the split.
+        return seeded_slice(
+            test,
+            per,
+            lambda s: s.meta["category"],
+            TRAIN_SEED,
+            lambda s: repr([s.fields["question"], s.fields["options"]]),
+        )
+
+    def _carve_note(self, training: list[Sample]) -> str | None:
+        if self.data_dir is None:
+            return None
+        return (
+            f"MMLU-Pro has no validation split offline: a seeded slice of {len(training)} test "
             f"questions ({self.TRAIN_PER_CATEGORY} per category, seed {TRAIN_SEED}, like the "
-            f"hub's validation split) is training data and is excluded from evaluation "
-            f"({len(train) + len(rest)} -> {len(rest)} questions)"
-        ]
+            f"hub's validation split)"
+        )

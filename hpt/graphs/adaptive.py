@@ -150,7 +150,7 @@ def build_adaptive(
         return {"selections": [Selection(iteration=iteration, answer=result.text, level=level,
                                          call=call)]}  # fmt: skip
 
-    def route(state: LadderState) -> str:
+    async def route(state: LadderState) -> str:  # a coroutine: see ladder._outcome
         last: Selection = state["selections"][-1]
         if last.error is not None:
             return END
@@ -158,7 +158,7 @@ def build_adaptive(
             return names[last.level - 1]
         return SELECTOR if len(state["selections"]) < m else END
 
-    def after_attempt(state: LadderState) -> str:
+    async def after_attempt(state: LadderState) -> str:
         last = state["attempts"][-1]
         if last.resolved or last.error is not None or len(state["selections"]) >= m:
             return END

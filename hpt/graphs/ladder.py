@@ -142,7 +142,9 @@ async def _read(runtime: LadderRuntime, ctx: StrategyContext, completion: str) -
     return extraction.check
 
 
-def _outcome(state: LadderState) -> Outcome:
+# Edge functions are coroutines: LangGraph runs a plain function in a worker thread, one
+# thread hop (and its synchronisation objects) per edge of every climb.
+async def _outcome(state: LadderState) -> Outcome:
     last = state["attempts"][-1]
     return "resolved/error" if last.resolved or last.error is not None else "unresolved"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import string
 import tomllib
 from collections.abc import Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -89,9 +89,7 @@ class PromptSet:
     def render(self, strategy: str, template: str, fields: Mapping[str, FieldValue]) -> str:
         separator = self.section(strategy).get("options_separator", self._options["separator"])
         values: dict[str, str] = {}
-        for _, name, _, _ in string.Formatter().parse(template):
-            if name is None or name in values:
-                continue
+        for name in _placeholders(template):
             if name not in fields:
                 raise PromptError(
                     f"{self.source}: [{strategy}] uses {{{name}}}, which is not among the "
@@ -107,6 +105,14 @@ class PromptSet:
         item = self._options["item"]
         sep = self._options["separator"] if separator is None else separator
         return sep.join(item.format(label=label, text=text) for label, text in options)
+
+
+@lru_cache(maxsize=4096)
+def _placeholders(template: str) -> tuple[str, ...]:
+    """The template's field names, parsed once per template (every prompt of every climb
+    renders one of a few dozen templates)."""
+    names = (name for _, name, _, _ in string.Formatter().parse(template) if name is not None)
+    return tuple(dict.fromkeys(names))
 
 
 @cache

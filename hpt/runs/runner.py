@@ -34,6 +34,7 @@ from hpt.graphs import (
     strategy_params,
 )
 from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive
+from hpt.graphs.walk import GraphWalker
 from hpt.results.info import TaskInfo
 from hpt.results.records import RECORD_KINDS, Cell, SampleRecord, Selection
 from hpt.results.scoring import sample_score
@@ -231,9 +232,11 @@ async def run_evaluation(
             )
             if p.cell.mode == "adaptive":
                 selector = await backend(spec.selector_model) if spec.selector_model else model
-                p.graph = build_adaptive(p.strategies, runtime, selector)
+                graph = build_adaptive(p.strategies, runtime, selector)
             else:
-                p.graph = build_ladder(p.strategies, runtime)
+                graph = build_ladder(p.strategies, runtime)
+            # The same graph, walked without Pregel's per-step cost (hpt.graphs.walk).
+            p.graph = GraphWalker.of(graph) or graph
         observer.watch(backends.stats)
         now = datetime.now().isoformat(timespec="seconds")
         if resume:

@@ -85,6 +85,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/backends.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/vs_inspect.py
+	$(BIN)/python bench/vs_raw_client.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/viewer.py
 

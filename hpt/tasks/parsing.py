@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 # Markdown emphasis, quotes and brackets that models wrap answers in.
 _WRAP = r"[\s\*_`\"'“”‘’\(\[\{]*"
@@ -37,21 +38,28 @@ def _words(text: str) -> list[re.Match[str]]:
     return list(_WORD.finditer(text))
 
 
+@lru_cache(maxsize=4096)
+def _grams(source: str) -> frozenset[tuple[str, ...]]:
+    """A source's runs of ECHO_WORDS words, once per source: every level of a climb strips
+    the same passage or note from its completion."""
+    w = [m.group().lower() for m in _words(source)]
+    n = ECHO_WORDS
+    return frozenset(tuple(w[i : i + n]) for i in range(len(w) - n + 1))
+
+
 def strip_echo(text: str, sources: Iterable[str]) -> str:
     """``text`` with every run of >= ECHO_WORDS words copied from ``sources`` replaced by
     ``ECHOED`` (see the module docstring)."""
     n = ECHO_WORDS
-    grams: set[tuple[str, ...]] = set()
-    for source in sources:
-        w = [m.group().lower() for m in _words(source)]
-        grams.update(tuple(w[i : i + n]) for i in range(len(w) - n + 1))
+    grams = [g for g in map(_grams, sources) if g]
     words = _words(text)
     if not grams or len(words) < n:
         return text
     lowered = [m.group().lower() for m in words]
     covered = [False] * len(words)
     for i in range(len(words) - n + 1):
-        if tuple(lowered[i : i + n]) in grams:
+        gram = tuple(lowered[i : i + n])
+        if any(gram in g for g in grams):
             covered[i : i + n] = [True] * n
     out, pos, i = [], 0, 0
     while i < len(words):

@@ -38,7 +38,10 @@ def _words(text: str) -> list[re.Match[str]]:
     return list(_WORD.finditer(text))
 
 
-@lru_cache(maxsize=4096)
+# A climb's levels check one after another, and about as many samples as --concurrency are
+# climbing at once: 256 sources keep every climb's passage without holding a whole run's
+# (a long note's word runs take ~100 KB).
+@lru_cache(maxsize=256)
 def _grams(source: str) -> frozenset[tuple[str, ...]]:
     """A source's runs of ECHO_WORDS words, once per source: every level of a climb strips
     the same passage or note from its completion."""

@@ -31,7 +31,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -297,26 +297,27 @@ def make_lm(binding: EngineBinding) -> Any:
     )
 
 
-def parse_error_in(exc: BaseException) -> BaseException | None:
-    """The DSPy AdapterParseError (a reply not in DSPy's format) behind ``exc``, if any."""
-    parse_error: type[BaseException] = dspy_module("utils.exceptions").AdapterParseError
+E = TypeVar("E", bound=BaseException)
+
+
+def _in_chain(exc: BaseException, kind: type[E]) -> E | None:
+    """The first exception of ``kind`` in ``exc``'s chain of causes and contexts."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, parse_error):
+        if isinstance(current, kind):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
+
+
+def parse_error_in(exc: BaseException) -> BaseException | None:
+    """The DSPy AdapterParseError (a reply not in DSPy's format) behind ``exc``, if any."""
+    parse_error: type[BaseException] = dspy_module("utils.exceptions").AdapterParseError
+    return _in_chain(exc, parse_error)
 
 
 def backend_error_in(exc: BaseException) -> BackendError | None:
     """The hpt BackendError that DSPy wrapped (in an LMError) on its way out, if any."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, BackendError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+    return _in_chain(exc, BackendError)

@@ -200,11 +200,12 @@ def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Samp
     """
     if limit is None or limit >= len(samples):
         return list(samples)
+    return sorted(samples, key=lambda s: _rank(seed, s.id))[:limit]
 
-    def rank(s: Sample) -> bytes:
-        return hashlib.sha256(f"{seed}:{s.id}".encode()).digest()
 
-    return sorted(samples, key=rank)[:limit]
+def _rank(seed: int, sample_id: str) -> bytes:
+    """A sample's place in a seeded order: the same whatever the row order or machine."""
+    return hashlib.sha256(f"{seed}:{sample_id}".encode()).digest()
 
 
 Parts = tuple[list[Sample], list[Sample]]
@@ -260,13 +261,10 @@ def seeded_slice(
     for s in samples:
         sets.setdefault(group(s), {}).setdefault(twin_of(s), []).append(s)
 
-    def rank(key: str) -> bytes:
-        return hashlib.sha256(f"{seed}:{key}".encode()).digest()
-
     chosen: set[str] = set()
     for name, by_twin in sets.items():
         wanted, taken = per_group.get(name, 0), 0
-        for key in sorted(by_twin, key=lambda k: rank(by_twin[k][0].id)):
+        for key in sorted(by_twin, key=lambda k: _rank(seed, by_twin[k][0].id)):
             if taken >= wanted:
                 break
             members = by_twin[key]

@@ -116,17 +116,24 @@ class FakeOpenAI:
         ]
         return web.json_response({"object": "list", "data": data})
 
-    async def _embeddings(self, request: web.Request) -> web.Response:
-        if self.embedder is None:
-            return _error(404, "Not found", "invalid_request_error")
+    async def _json_body(self, request: web.Request) -> Any:
+        """The request's JSON body, or the error response OpenAI gives without a valid key
+        or a parsable body."""
         if not self._authorized(request):
             return self._unauthorized(request)
         try:
-            body = await request.json()
+            return await request.json()
         except json.JSONDecodeError:
             return _error(
                 400, "We could not parse the JSON body of your request.", "invalid_request_error"
             )
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        if self.embedder is None:
+            return _error(404, "Not found", "invalid_request_error")
+        body = await self._json_body(request)
+        if isinstance(body, web.Response):
+            return body
         texts = body.get("input") if isinstance(body, dict) else None
         if isinstance(texts, str):
             texts = [texts]
@@ -160,14 +167,9 @@ class FakeOpenAI:
         )
 
     async def _chat(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            return self._unauthorized(request)
-        try:
-            body = await request.json()
-        except json.JSONDecodeError:
-            return _error(
-                400, "We could not parse the JSON body of your request.", "invalid_request_error"
-            )
+        body = await self._json_body(request)
+        if isinstance(body, web.Response):
+            return body
         problem = validate(body)
         if problem:
             return _error(400, problem, "invalid_request_error")

@@ -104,25 +104,33 @@ def _node(
         )
         if name in runtime.strategy_args:
             ctx.args = runtime.strategy_args[name]
-        attempt = Attempt(level=level, strategy=name, iteration=iteration)
+        # Built in one go: each assignment to a built model costs a validation on the hot path.
+        outcome: dict[str, Any]
         try:
             completion = await fn(ctx)
             check = await _read(runtime, ctx, completion)
         except FatalBackendError:
             raise
         except BackendError as exc:
-            attempt.error = str(exc)
+            outcome = {"error": str(exc)}
         else:
-            attempt.completion, attempt.parsed, attempt.resolved = (
-                completion,
-                check.parsed,
-                check.resolved,
-            )
-            attempt.detail, attempt.score = check.detail, check.score
-            attempt.alternatives = check.alternatives
-            attempt.verdict = check.verdict
-        attempt.calls = ctx.calls
-        attempt.notes = ctx.notes
+            outcome = {
+                "completion": completion,
+                "parsed": check.parsed,
+                "resolved": check.resolved,
+                "detail": check.detail,
+                "score": check.score,
+                "alternatives": check.alternatives,
+                "verdict": check.verdict,
+            }
+        attempt = Attempt(
+            level=level,
+            strategy=name,
+            iteration=iteration,
+            calls=ctx.calls,
+            notes=ctx.notes,
+            **outcome,
+        )
         return {"attempts": [attempt]}
 
     return run

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
 import itertools
 import os
 import platform
@@ -254,10 +255,15 @@ async def run_evaluation(
             store.create()
         store.write_json(SPEC, saved.model_copy(update={"out": out}))
         observer.started(spec, total, out, done=total - sum(len(p.todo) for p in plans))
+        # What is loaded by now (datasets, prompts, graphs) lives as long as the run: freezing
+        # it spares the collector a pass over all of it, which stalled every call in flight
+        # (~40 ms at 1,000 GSM8K samples). New objects are collected as usual.
+        gc.freeze()
         try:
             await _climb_all(plans, spec, store, observer)
             complete = True
         finally:
+            gc.unfreeze()
             store.close()
             result = RunSummary(complete=complete, cells=[p.tally.summary() for p in plans])
             store.write_json(SUMMARY, result)

@@ -14,7 +14,18 @@ from rich.markup import escape
 
 from hpt import __version__
 from hpt.backends import PROVIDERS, load_dotenv_file, redact, spec_help
-from hpt.cli import agreement, cache, ceiling, decompose, judge, report, run, summarize, view
+from hpt.cli import (
+    agreement,
+    cache,
+    ceiling,
+    compare,
+    decompose,
+    judge,
+    report,
+    run,
+    summarize,
+    view,
+)
 from hpt.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, names
 from hpt.graphs import DEFAULT_LADDER, STRATEGIES, STRATEGY_PARAMS, mermaid
 from hpt.plugins import installed_plugins, load_plugins
@@ -24,6 +35,7 @@ from hpt.tasks import TASKS
 COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
     "judge-strategies": judge.command,
     "report": report.command,
+    "compare": compare.command,
     "view": view.command,
     "summarize": summarize.command,
     "cache": cache.command,
@@ -56,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument("--mode", choices=["standard", "adaptive"], default="standard")
     judge.add_parser(sub)
     report.add_parser(sub)
+    compare.add_parser(sub)
     view.add_parser(sub)
     summarize.add_parser(sub)
     agreement.add_parser(sub)

@@ -98,15 +98,26 @@ class RichProgress:
             self._live = None
 
 
+def _chance(value: float | None) -> str:
+    """A random guesser's figure beside the model's."""
+    return "" if value is None else f" (chance {_fmt(value)})"
+
+
 def summary_table(summary: Summary, strategies: list[str]) -> Table:
     kind = "adaptive HPF" if summary.mode == "adaptive" else "HPF"
     at = f" @{summary.threshold:g}" if summary.threshold is not None else ""
     table = Table(title=f"{kind} · {summary.dataset}{at} · {summary.model}", show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
-    table.add_row("HPI (lower is better)", _fmt(summary.hpi))
-    table.add_row("HPF accuracy", _fmt(summary.accuracy))
-    table.add_row("level-1 accuracy (single prompt)", _fmt(summary.level1_accuracy))
+    chance = summary.chance_hpi is not None
+    table.add_row("HPI (lower is better)", _fmt(summary.hpi) + _chance(summary.chance_hpi))
+    table.add_row("HPF accuracy", _fmt(summary.accuracy) + _chance(summary.chance_accuracy))
+    table.add_row(
+        "level-1 accuracy (single prompt)",
+        _fmt(summary.level1_accuracy) + _chance(summary.chance_level1_accuracy),
+    )
+    if chance:
+        table.add_row("skill (chance 0, all at level 1: 1)", _fmt(summary.hpi_skill))
     for level, name in enumerate(strategies, 1):
         table.add_row(f"resolved at L{level} {name}", str(summary.level_counts.get(level, 0)))
     table.add_row("unresolved", str(summary.unresolved))

@@ -28,7 +28,35 @@ def add_parser(sub: Any) -> None:
         type=Path,
         help='TOML of USD per million tokens per model: ["openai:gpt-4o"] input = 2.5, output = 10',
     )
+    rep.add_argument(
+        "--baseline",
+        metavar="MODEL",
+        help="paired comparisons of every model with MODEL (default: all pairs)",
+    )
+    rep.add_argument(
+        "--detect",
+        type=positive_float,
+        metavar="D",
+        help="also say how many samples would detect an HPI difference of D at 80%% power",
+    )
     rep.add_argument("--no-plots", action="store_true", help="tables only")
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, not {text}")
+    return value
+
+
+def writable_folder(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"cannot write report folder {out}: {exc.strerror}") from None
 
 
 def installed_descriptions() -> dict[str, TaskInfo]:
@@ -38,30 +66,41 @@ def installed_descriptions() -> dict[str, TaskInfo]:
 
 
 def command(args: argparse.Namespace, console: Console) -> int:
-    from hpt.reports import tables  # numpy: loaded only for reports
+    from hpt.reports import comparisons, tables  # numpy: loaded only for reports
 
     prices = tables.load_prices(args.prices) if args.prices else None
     require_run_dirs(*args.run_dirs)
-    reports = tables.collect(args.run_dirs, prices, describe=installed_descriptions().get)
+    scores: dict[Any, Any] = {}
+    reports = tables.collect(
+        args.run_dirs, prices, describe=installed_descriptions().get, scores=scores
+    )
     if not reports:
         raise RunDirError(f"no records in {', '.join(map(str, args.run_dirs))}")
+    # Several models: how they compare on the samples they share.
+    paired = (
+        comparisons.compare(scores, baseline=args.baseline, detect=args.detect)
+        if len({r.summary.model for r in reports}) > 1 or args.baseline
+        else []
+    )
+    del scores  # per-sample scores are not needed past this point
     out = args.out or (
         args.run_dirs[0] / "report"
         if len(args.run_dirs) == 1
         else Path("runs") / f"report-{datetime.now():%Y%m%d-%H%M%S}"
     )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunDirError(f"cannot write report folder {out}: {exc.strerror}") from None
-    text = tables.markdown(reports, args.run_dirs)
+    writable_folder(out)
+    text = tables.markdown(reports, args.run_dirs, paired, args.detect)
     (out / "report.md").write_text(text, encoding="utf-8")
     tables.write_csv(reports, out / "cells.csv")
     written = [out / "report.md", out / "cells.csv"]
+    if paired:
+        comparisons.write_json(paired, out / comparisons.COMPARISONS_JSON)
+        written.append(out / comparisons.COMPARISONS_JSON)
     if not args.no_plots:
         from hpt.reports import plots
 
         written += plots.hpi_chart(reports, out) + plots.level_histograms(reports, out)
+        written += plots.forest(paired, out)
     print(text)
     console.print("wrote " + ", ".join(str(p) for p in written), highlight=False, soft_wrap=True)
     return 0

@@ -7,6 +7,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from hpt.reports.comparisons import Comparison
 from hpt.reports.tables import CellReport
 
 FORMATS = ("png", "svg")
@@ -78,3 +79,38 @@ def level_histograms(reports: list[CellReport], out: Path) -> list[Path]:
     fig.suptitle("Samples resolved per HPF level")
     fig.tight_layout()
     return _save(fig, out, "levels")
+
+
+def forest(comparisons: list[Comparison], out: Path) -> list[Path]:
+    """Paired HPI differences (A − B) with their 95% bootstrap intervals, one row per
+    comparison; filled where the Holm-adjusted p is below 0.05."""
+    shown = [c for c in comparisons if c.hpi_diff is not None]
+    if not shown:
+        return []
+    fig = Figure(figsize=(7.5, 1.2 + 0.42 * len(shown)))
+    ax = fig.add_subplot()
+    for y, c in enumerate(reversed(shown)):
+        assert c.hpi_diff is not None
+        low = c.hpi_diff_low if c.hpi_diff_low is not None else c.hpi_diff
+        high = c.hpi_diff_high if c.hpi_diff_high is not None else c.hpi_diff
+        significant = c.p_holm is not None and c.p_holm < 0.05
+        ax.errorbar(
+            [c.hpi_diff],
+            [y],
+            xerr=[[c.hpi_diff - low], [high - c.hpi_diff]],
+            fmt="o",
+            color="#4c78a8",
+            markerfacecolor="#4c78a8" if significant else "white",
+            capsize=3,
+        )
+    labels = [
+        f"{c.dataset}{f' @{c.threshold:g}' if c.threshold is not None else ''} · {c.mode}: "
+        f"{c.model_a} − {c.model_b} (n={c.n})"
+        for c in reversed(shown)
+    ]
+    ax.set_yticks(range(len(shown)), labels, fontsize="small")
+    ax.axvline(0.0, color="#888888", linewidth=1)
+    ax.set_xlabel("HPI difference A − B (below 0: A resolves at lower levels)")
+    ax.set_title("Paired HPI differences, 95% bootstrap intervals (filled: Holm p < 0.05)")
+    ax.grid(axis="x", alpha=0.3)
+    return _save(fig, out, "paired_differences")

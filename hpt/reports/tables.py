@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -20,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.reports import ReportError
+from hpt.reports.comparisons import CellScores, Comparison, explanation, markdown_table
 from hpt.results.info import Column, ReportTable, TaskInfo
 from hpt.results.records import Cell, DepthRecord, SampleRecord
 from hpt.results.store import RunDirError, read_records, read_run_info
@@ -92,12 +94,16 @@ class CellReport(BaseModel):
     intervals: dict[str, tuple[float, float]] = {}
     cost_usd: float | None = None
     source: str = ""
+    # The standard deviation of the scored samples' HPI scores (sizing the next run).
+    hpi_sd: float | None = None
 
 
 @dataclass
 class _Acc:
     tally: Tally
     source: Path
+    # Per sample and draw, for paired comparisons: kept only when the caller asks.
+    scores: CellScores | None = None
     hpi: Counter[float] = field(default_factory=Counter)
     resolved: Counter[float] = field(default_factory=Counter)
     tokens: dict[str, list[int]] = field(default_factory=dict)  # call model -> [in, out]
@@ -107,8 +113,12 @@ class _Acc:
     def add(self, record: SampleRecord) -> None:
         self.tally.add(record)
         if record.hpi_score is not None:
+            resolved = record.resolved_level is not None
             self.hpi[record.hpi_score] += 1
-            self.resolved[float(record.resolved_level is not None)] += 1
+            self.resolved[float(resolved)] += 1
+            if self.scores is not None:
+                by_draw = self.scores.setdefault(record.sample_id, {})
+                by_draw[record.draw] = (record.hpi_score, resolved)
         if isinstance(record, DepthRecord) and record.error is None and record.judge_score:
             path = f"depth_scores.{record.depth}"
             self.spreads.setdefault(path, Counter())[float(record.judge_score)] += 1
@@ -124,8 +134,10 @@ def collect(
     run_dirs: Iterable[Path],
     prices: dict[str, Price] | None = None,
     describe: Describe | None = None,
+    scores: dict[Cell, CellScores] | None = None,
 ) -> list[CellReport]:
-    """One CellReport per cell over all the directories, reading each record once."""
+    """One CellReport per cell over all the directories, reading each record once. Given
+    ``scores``, fills it with every cell's per-sample scores (for paired comparisons)."""
     cells: dict[Cell, _Acc] = {}
     infos: dict[str, TaskInfo] = {}
     for directory in run_dirs:
@@ -140,7 +152,8 @@ def collect(
                     if info is None and describe is not None:
                         info = describe(record.dataset)
                     infos[record.dataset] = info or run.task(record.dataset)
-                acc = cells[cell] = _Acc(Tally.of(record, infos[record.dataset]), directory)
+                kept = None if scores is None else scores.setdefault(cell, {})
+                acc = cells[cell] = _Acc(Tally.of(record, infos[record.dataset]), directory, kept)
             elif cell not in seen_here:
                 raise RunDirError(
                     f"{cell.title} is in both {acc.source} and {directory}; report them separately"
@@ -164,9 +177,19 @@ def collect(
                 },
                 cost_usd=_cost(acc.tokens, prices) if prices else None,
                 source=str(acc.source),
+                hpi_sd=_counts_sd(acc.hpi),
             )
         )
     return reports
+
+
+def _counts_sd(counts: Counter[float]) -> float | None:
+    """The sample standard deviation (n - 1) of values given as {value: count}."""
+    n = sum(counts.values())
+    if n < 2:
+        return None
+    mean = sum(v * c for v, c in counts.items()) / n
+    return math.sqrt(sum(c * (v - mean) ** 2 for v, c in counts.items()) / (n - 1))
 
 
 def _cost(tokens: dict[str, list[int]], prices: dict[str, Price]) -> float | None:
@@ -245,7 +268,10 @@ def _value(r: CellReport | None, column: Column) -> str:
         ci = (100 * ci[0], 100 * ci[1]) if ci else None
     if isinstance(value, int):  # a count
         return str(value)
-    return _f(value) + (_ci(ci) if column.interval else "")
+    text = _f(value) + (_ci(ci) if column.interval else "")
+    if column.value == "hpi" and s.chance_hpi is not None:
+        text += f" (chance {s.chance_hpi:.2f})"
+    return text
 
 
 def _label(column: Column, info: TaskInfo) -> str:
@@ -400,7 +426,14 @@ ADAPTIVE_SECTIONS = (
 )
 
 
-def markdown(reports: list[CellReport], sources: list[Path]) -> str:
+def markdown(
+    reports: list[CellReport],
+    sources: list[Path],
+    comparisons: list[Comparison] | None = None,
+    detect: float | None = None,
+) -> str:
+    from hpt.reports import floors
+
     out = io.StringIO()
     out.write("# HPT report\n\n")
     out.write("Runs: " + ", ".join(f"`{s}`" for s in sources) + "\n\n")
@@ -417,6 +450,14 @@ def markdown(reports: list[CellReport], sources: list[Path]) -> str:
         body = make(reports)
         if body:
             out.write(f"\n## {title}\n\n{body}\n")
+    chance = floors.table_chance(reports)
+    if chance:
+        out.write(f"\n## Chance levels\n\n{floors.CHANCE_NOTE}\n\n{chance}\n")
+    if comparisons:
+        out.write(f"\n## Paired comparisons\n\n{explanation()}\n\n")
+        out.write(markdown_table(comparisons) + "\n")
+    out.write(f"\n## Sizing the next run\n\n{floors.SIZING_NOTE}\n\n")
+    out.write(floors.table_sizing(reports, detect) + "\n")
     out.write(f"\n## Resolved per level\n\n{table_levels(reports)}\n")
     out.write(f"\n## Calls, tokens and cost\n\n{table_usage(reports)}\n")
     notes = {(r.info.title or r.info.name, n): None for r in reports for n in r.info.notes}
@@ -428,7 +469,8 @@ def markdown(reports: list[CellReport], sources: list[Path]) -> str:
 
 CSV_COLUMNS = (
     "dataset", "threshold", "model", "mode", "samples", "scored", "errors", "hpi", "hpi_low",
-    "hpi_high", "accuracy", "accuracy_low", "accuracy_high", "level1_accuracy", "pass_at_1",
+    "hpi_high", "chance_hpi", "hpi_skill", "accuracy", "accuracy_low", "accuracy_high",
+    "chance_accuracy", "level1_accuracy", "chance_level1_accuracy", "pass_at_1",
     "text_metric", "text_score", "unresolved", "level_counts", "calls", "cached_calls",
     "prompt_tokens", "completion_tokens", "cost_usd", "hallucination_rate", "source",
 )  # fmt: skip
@@ -442,10 +484,11 @@ def csv_rows(reports: list[CellReport]) -> Iterator[dict[str, object]]:
             "samples": s.samples, "scored": s.n, "errors": s.errors, "hpi": s.hpi,
             "hpi_low": r.hpi_ci[0] if r.hpi_ci else None,
             "hpi_high": r.hpi_ci[1] if r.hpi_ci else None,
-            "accuracy": s.accuracy,
+            "chance_hpi": s.chance_hpi, "hpi_skill": s.hpi_skill, "accuracy": s.accuracy,
             "accuracy_low": r.accuracy_ci[0] if r.accuracy_ci else None,
             "accuracy_high": r.accuracy_ci[1] if r.accuracy_ci else None,
-            "level1_accuracy": s.level1_accuracy, "pass_at_1": r.pass_at_1,
+            "chance_accuracy": s.chance_accuracy, "level1_accuracy": s.level1_accuracy,
+            "chance_level1_accuracy": s.chance_level1_accuracy, "pass_at_1": r.pass_at_1,
             "text_metric": s.text_metric, "text_score": s.text_score, "unresolved": s.unresolved,
             "level_counts": " ".join(f"{k}:{v}" for k, v in s.level_counts.items()),
             "calls": s.calls, "cached_calls": s.cached_calls, "prompt_tokens": s.prompt_tokens,

@@ -159,6 +159,9 @@ class SampleRecord(BaseModel):
     resolved_level: int | None
     # k when resolved at level k; m + penalty when unresolved; None for an error (not scored).
     hpi_score: float | None
+    # How many answers a uniform random guess picks from (the chance level); None: an open
+    # answer, or a record written before hpt recorded it.
+    options: int | None = None
     error: str | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     # Adaptive HPF: the selector iteration that resolved the sample, and every selector turn.

@@ -15,6 +15,7 @@ from hpt.depth.metrics import (
     depth_means,
     forward_discrepancy,
 )
+from hpt.results.chance import ChanceLevels, chance_levels, hpi_skill
 from hpt.results.info import TaskInfo
 from hpt.results.records import Cell, DepthRecord, SampleRecord
 from hpt.results.scoring import CORPUS_RULES, pass_at_k, report_ks, sample_score
@@ -50,6 +51,15 @@ class Summary(BaseModel):
     hpi: float | None
     accuracy: float | None
     level1_accuracy: float | None
+    # What a uniform random guesser scores on the same samples and ladder (each level an
+    # independent guess among a sample's options): the floor to read the three above against.
+    # None where answers are open-ended, in adaptive mode (the selector, not the task, sets
+    # what a guess costs there), or for records written before hpt recorded options.
+    chance_hpi: float | None = None
+    chance_accuracy: float | None = None
+    chance_level1_accuracy: float | None = None
+    # The HPI with chance at 0 and everything resolved at level 1 at 1; negative: below chance.
+    hpi_skill: float | None = None
     level_counts: dict[int, int]
     unresolved: int
     errors: int
@@ -125,6 +135,9 @@ class Tally:
         self.node_preds: dict[str, list[str]] = {}
         self.node_succs: dict[str, list[str]] = {}
         self.min_k: dict[int, list[float]] = {}
+        # Summed chance levels of the scored samples; None once one has no option count.
+        self.chance_sums: list[float] | None = [0.0, 0.0, 0.0] if mode == "standard" else None
+        self._chance_by_k: dict[int, ChanceLevels] = {}
 
     @classmethod
     def of(cls, record: SampleRecord, info: TaskInfo | None = None) -> Tally:
@@ -165,6 +178,7 @@ class Tally:
                 counts[1] += other.parsed != attempt.parsed
                 counts[2] += other.resolved != attempt.resolved
                 counts[3] += other.resolved and attempt.level == 1 and attempt.iteration is None
+        self._add_chance(record.options)
         if record.resolved_level is None:
             self.unresolved += 1
         else:
@@ -180,6 +194,31 @@ class Tally:
         final = record.attempts[-1] if record.attempts else None
         if final is not None and self._keep_finals:
             self.finals.append((final.parsed or "", record.target, final.score))
+
+    def _add_chance(self, options: int | None) -> None:
+        if self.chance_sums is None:
+            return
+        if options is None:
+            self.chance_sums = None
+            return
+        chance = self._chance_by_k.get(options)
+        if chance is None:
+            chance = self._chance_by_k[options] = chance_levels(options, self.m, self.penalty)
+        self.chance_sums[0] += chance.hpi
+        self.chance_sums[1] += chance.accuracy
+        self.chance_sums[2] += chance.level1_accuracy
+
+    def chance(self) -> dict[str, float | None]:
+        """The summary's chance fields: means over the scored samples."""
+        if self.chance_sums is None or not self.n:
+            return {}
+        hpi, accuracy, level1 = (total / self.n for total in self.chance_sums)
+        return {
+            "chance_hpi": hpi,
+            "chance_accuracy": accuracy,
+            "chance_level1_accuracy": level1,
+            "hpi_skill": hpi_skill(self.hpi, hpi),
+        }
 
     @property
     def n(self) -> int:
@@ -257,6 +296,7 @@ class Tally:
             completion_tokens=self.completion_tokens,
             readings=self.reading_summaries(),
             variant=self.variant,
+            **self.chance(),
             **self.depth_summary(),
         )
 

@@ -502,6 +502,7 @@ async def _climb(plan: _CellPlan, sample: Sample, draw: int) -> SampleRecord:
         target=sample.target,
         resolved_level=level,
         hpi_score=score,
+        options=plan.task.answer_options(sample),
         error=error,
         attempts=attempts,
         iteration=iteration,

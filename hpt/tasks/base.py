@@ -80,6 +80,9 @@ class Task(ABC):
     default_params: ClassVar[dict[str, Any]] = {}
     # Whether shared/data holds a copy (False: hub only, e.g. HeadQA, MEDEC, MedBullets).
     offline_data: ClassVar[bool] = True
+    # How many answers a uniform random guess picks from, where the samples do not list
+    # their options (BoolQ: 2); None: the answer is open (a number, code, free text).
+    guess_options: ClassVar[int | None] = None
 
     def __init__(self, data_dir: Path | None = None) -> None:
         self.data_dir = data_dir
@@ -97,6 +100,13 @@ class Task(ABC):
             table=cls.report_table,
             extra_tables=cls.extra_report_tables,
         )
+
+    def answer_options(self, sample: Sample) -> int | None:
+        """The number of answers a uniform random guess at ``sample`` picks from (its listed
+        options: MMLU-Pro's questions have 1 to 10), for the chance level; None where the
+        answer is open."""
+        listed = sample.fields.get("options")
+        return len(listed) if isinstance(listed, list) else self.guess_options
 
     # -- data ---------------------------------------------------------------------------
     @abstractmethod

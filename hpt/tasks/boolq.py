@@ -16,6 +16,7 @@ class BoolQ(Task):
     hub_split = "validation"
     penalty = 1.71
     report_rank = 3
+    guess_options = 2
 
     def _all(self) -> list[Sample]:
         if self.data_dir is None:

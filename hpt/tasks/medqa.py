@@ -212,6 +212,7 @@ class MEDEC(HubOnly):
     # HPT's table 4 gives no penalty for MEDEC: BoolQ's (1.71), the other binary verdict.
     penalty = 1.71
     report_rank = 13
+    guess_options = 2  # the flag: ERROR or CORRECT
 
     def _sample(self, role: str, row: dict[str, Any], where: str, index: int) -> Sample:
         note = row.get("Sentences") or row.get("Text")

@@ -1,0 +1,79 @@
+"""``hpt compare``: paired comparisons of the models in run directories (comparisons.json,
+comparisons.md and a forest plot)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from hpt.cli.report import installed_descriptions, positive_float, writable_folder
+from hpt.reports import ReportError
+from hpt.results.store import RunDirError, require_run_dirs
+
+
+def add_parser(sub: Any) -> None:
+    cmp = sub.add_parser(
+        "compare",
+        help="is model A really better than model B? paired tests over the samples both scored",
+    )
+    cmp.add_argument("run_dirs", nargs="+", type=Path, metavar="DIR")
+    cmp.add_argument(
+        "--baseline", metavar="MODEL", help="compare every model with MODEL (default: all pairs)"
+    )
+    cmp.add_argument(
+        "--out", type=Path, help="output folder (default DIR/compare, or runs/compare-TIME)"
+    )
+    cmp.add_argument(
+        "--detect",
+        type=positive_float,
+        metavar="D",
+        help="also say how many samples would detect an HPI difference of D at 80%% power",
+    )
+    cmp.add_argument("--no-plots", action="store_true", help="no forest plot")
+
+
+def command(args: argparse.Namespace, console: Console) -> int:
+    from hpt.reports import comparisons, tables  # numpy: loaded only for reports
+
+    require_run_dirs(*args.run_dirs)
+    scores: dict[Any, Any] = {}
+    reports = tables.collect(args.run_dirs, describe=installed_descriptions().get, scores=scores)
+    if not reports:
+        raise RunDirError(f"no records in {', '.join(map(str, args.run_dirs))}")
+    models = list(dict.fromkeys(r.summary.model for r in reports))
+    if len(models) < 2:
+        raise ReportError(
+            f"nothing to compare: the records hold one model ({models[0]}); "
+            "give the run directories of at least two models"
+        )
+    found = comparisons.compare(scores, baseline=args.baseline, detect=args.detect)
+    if not found:
+        raise ReportError(
+            "no dataset x mode was run by two of these models"
+            + (f" with the baseline {args.baseline}" if args.baseline else "")
+        )
+    out = args.out or (
+        args.run_dirs[0] / "compare"
+        if len(args.run_dirs) == 1
+        else Path("runs") / f"compare-{datetime.now():%Y%m%d-%H%M%S}"
+    )
+    writable_folder(out)
+    text = (
+        "# Paired comparisons\n\nRuns: "
+        + ", ".join(f"`{d}`" for d in args.run_dirs)
+        + f"\n\n{comparisons.explanation()}\n\n{comparisons.markdown_table(found)}\n"
+    )
+    written = [out / comparisons.COMPARISONS_JSON, out / comparisons.COMPARISONS_MD]
+    comparisons.write_json(found, written[0])
+    written[1].write_text(text, encoding="utf-8")
+    if not args.no_plots:
+        from hpt.reports import plots
+
+        written += plots.forest(found, out)
+    print(text)
+    console.print("wrote " + ", ".join(str(p) for p in written), highlight=False, soft_wrap=True)
+    return 0

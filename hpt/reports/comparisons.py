@@ -1,0 +1,260 @@
+"""Paired comparisons of models that answered the same samples: for every pair of models (or
+every model against a baseline) on each dataset x mode, over the samples both scored, the
+HPI difference with a paired bootstrap interval and a permutation p-value, the accuracy
+difference with McNemar's exact test, Holm-adjusted p-values across the comparisons, and the
+power arithmetic that sizes the next run.
+
+The unit is the sample. With repeated draws (--samples-per-task) a sample contributes the
+mean of the draws both models scored; McNemar's test needs one draw per sample and is then
+left out."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from hpt.reports import ReportError
+from hpt.reports.paired import (
+    ALPHA,
+    POWER,
+    RESAMPLES,
+    SEED,
+    detectable_difference,
+    holm,
+    mcnemar_exact,
+    paired_bootstrap_ci,
+    permutation_p,
+    samples_needed,
+    sd,
+)
+from hpt.results.records import Cell
+
+# sample id -> draw -> (HPI score, resolved): a cell's scored samples.
+CellScores = dict[str, dict[int, tuple[float, bool]]]
+
+COMPARISONS_JSON = "comparisons.json"
+COMPARISONS_MD = "comparisons.md"
+
+
+class Comparison(BaseModel):
+    dataset: str
+    mode: str
+    threshold: float | None = None
+    variant: str | None = None
+    model_a: str
+    model_b: str
+    # Samples both models scored (errors and samples only one ran are left out).
+    n: int
+    # Each model's HPI and accuracy over those shared samples.
+    hpi_a: float | None = None
+    hpi_b: float | None = None
+    hpi_diff: float | None = None  # a - b: negative means a climbs less, i.e. is better
+    hpi_diff_low: float | None = None
+    hpi_diff_high: float | None = None
+    hpi_p: float | None = None  # paired permutation test of hpi_diff = 0
+    accuracy_a: float | None = None
+    accuracy_b: float | None = None
+    accuracy_diff: float | None = None
+    # Shared samples only a resolved, only b resolved (McNemar's discordant pairs).
+    only_a_resolved: int | None = None
+    only_b_resolved: int | None = None
+    mcnemar_p: float | None = None
+    # Holm-adjusted across every comparison written together: hpi_p's, then mcnemar_p's.
+    p_holm: float | None = None
+    mcnemar_p_holm: float | None = None
+    # The standard deviation of the per-sample HPI differences, the smallest difference
+    # this many samples detect at 80% power (two-sided, alpha 0.05), and, for a difference
+    # the user named (--detect), the samples that would take.
+    hpi_diff_sd: float | None = None
+    hpi_mde: float | None = None
+    detect: float | None = None
+    n_to_detect: int | None = None
+    draws: int = 1  # the most draws a shared sample contributed
+
+
+def _key(cell: Cell) -> tuple[str, str, float | None, str | None]:
+    return cell.dataset, cell.mode, cell.threshold, cell.variant
+
+
+def _order(cell: Cell) -> tuple[str, str, float, str, str]:
+    threshold = -1.0 if cell.threshold is None else cell.threshold
+    return cell.dataset, cell.mode, threshold, cell.variant or "", cell.model
+
+
+def compare_cells(
+    a: CellScores, b: CellScores, detect: float | None = None
+) -> dict[str, float | int | None]:
+    """The statistics of one pair of cells over the samples both scored."""
+    hpi_a: list[float] = []
+    hpi_b: list[float] = []
+    acc_a: list[float] = []
+    acc_b: list[float] = []
+    draws = 1
+    for sample_id in sorted(a.keys() & b.keys()):  # a set's order varies between processes
+        shared = sorted(a[sample_id].keys() & b[sample_id].keys())
+        if not shared:
+            continue
+        draws = max(draws, len(shared))
+        pairs = [(a[sample_id][d], b[sample_id][d]) for d in shared]
+        hpi_a.append(sum(x[0] for x, _ in pairs) / len(pairs))
+        hpi_b.append(sum(y[0] for _, y in pairs) / len(pairs))
+        acc_a.append(sum(x[1] for x, _ in pairs) / len(pairs))
+        acc_b.append(sum(y[1] for _, y in pairs) / len(pairs))
+    n = len(hpi_a)
+    if n == 0:
+        return {"n": 0, "detect": detect}
+    diffs = [x - y for x, y in zip(hpi_a, hpi_b, strict=True)]
+    low_high = paired_bootstrap_ci(diffs)
+    spread = sd(diffs)
+    stats: dict[str, float | int | None] = {
+        "n": n,
+        "draws": draws,
+        "hpi_a": sum(hpi_a) / n,
+        "hpi_b": sum(hpi_b) / n,
+        "hpi_diff": sum(diffs) / n,
+        "hpi_diff_low": low_high[0] if low_high else None,
+        "hpi_diff_high": low_high[1] if low_high else None,
+        "hpi_p": permutation_p(diffs),
+        "accuracy_a": sum(acc_a) / n,
+        "accuracy_b": sum(acc_b) / n,
+        "accuracy_diff": (sum(acc_a) - sum(acc_b)) / n,
+        "hpi_diff_sd": spread,
+        "hpi_mde": detectable_difference(spread, n) if spread is not None else None,
+        "detect": detect,
+        "n_to_detect": samples_needed(spread, detect) if spread and detect else None,
+    }
+    if draws == 1:
+        only_a = sum(x > y for x, y in zip(acc_a, acc_b, strict=True))
+        only_b = sum(y > x for x, y in zip(acc_a, acc_b, strict=True))
+        stats |= {
+            "only_a_resolved": only_a,
+            "only_b_resolved": only_b,
+            "mcnemar_p": mcnemar_exact(only_a, only_b),
+        }
+    return stats
+
+
+def compare(
+    scores: Mapping[Cell, CellScores],
+    *,
+    baseline: str | None = None,
+    detect: float | None = None,
+) -> list[Comparison]:
+    """Every pair of models, or every model against ``baseline`` (then model_b is the
+    baseline), on each dataset x mode (x threshold x variant) that more than one model ran;
+    Holm's adjustment over the whole list. Records arrive in the order samples finished, so
+    the list is sorted (datasets, then models by name): the same runs give the same file."""
+    groups: dict[tuple[str, str, float | None, str | None], dict[str, Cell]] = {}
+    for cell in sorted(scores, key=_order):
+        groups.setdefault(_key(cell), {})[cell.model] = cell
+    models = sorted({cell.model for cell in scores})
+    if baseline is not None and baseline not in models:
+        raise ReportError(
+            f"--baseline {baseline} is not a model of these runs; they hold: {', '.join(models)}"
+        )
+    out: list[Comparison] = []
+    for (dataset, mode, threshold, variant), cells in groups.items():
+        if baseline is None:
+            pairs = list(itertools.combinations(cells, 2))
+        else:
+            pairs = [(m, baseline) for m in cells if m != baseline and baseline in cells]
+        for model_a, model_b in pairs:
+            stats = compare_cells(scores[cells[model_a]], scores[cells[model_b]], detect)
+            out.append(
+                Comparison(
+                    dataset=dataset,
+                    mode=mode,
+                    threshold=threshold,
+                    variant=variant,
+                    model_a=model_a,
+                    model_b=model_b,
+                    **stats,
+                )
+            )
+    for c, p in zip(out, holm([c.hpi_p for c in out]), strict=True):
+        c.p_holm = p
+    for c, p in zip(out, holm([c.mcnemar_p for c in out]), strict=True):
+        c.mcnemar_p_holm = p
+    return out
+
+
+def independent_mde(score_sd: float, n: int) -> float | None:
+    """Sizing from a single model's run: the smallest HPI difference a paired comparison on
+    n samples would detect if the other model's per-sample scores were uncorrelated with
+    these, whose standard deviation is ``score_sd`` (the differences' variance is then twice
+    the scores'). Models that find the same samples hard do better; a paired run shows by
+    how much."""
+    return detectable_difference(math.sqrt(2) * score_sd, n)
+
+
+def independent_samples_needed(score_sd: float, delta: float) -> int | None:
+    return samples_needed(math.sqrt(2) * score_sd, delta)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _f(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "<0.0001" if value < 1e-4 else f"{value:.4f}"
+
+
+def _where(c: Comparison) -> str:
+    at = f" @{c.threshold:g}" if c.threshold is not None else ""
+    variant = f" · {c.variant}" if c.variant is not None else ""
+    return f"{c.dataset}{at}{variant}"
+
+
+def markdown_table(comparisons: Sequence[Comparison]) -> str:
+    detect = next((c.detect for c in comparisons if c.detect is not None), None)
+    header = ["dataset", "mode", "A", "B", "n", "HPI A", "HPI B", "HPI A − B [95% CI]",
+              "p", "p Holm", "accuracy A − B", "McNemar p", "McNemar p Holm",
+              "smallest detectable"]  # fmt: skip
+    if detect is not None:
+        header.append(f"n to detect {detect:g}")
+    rows = []
+    for c in comparisons:
+        interval = (
+            f" [{c.hpi_diff_low:+.3f}, {c.hpi_diff_high:+.3f}]"
+            if c.hpi_diff_low is not None and c.hpi_diff_high is not None
+            else ""
+        )
+        diff = "-" if c.hpi_diff is None else f"{c.hpi_diff:+.3f}{interval}"
+        acc = "-" if c.accuracy_diff is None else f"{100 * c.accuracy_diff:+.1f} pts"
+        row = [_where(c), c.mode, c.model_a, c.model_b, str(c.n), _f(c.hpi_a), _f(c.hpi_b),
+               diff, _p(c.hpi_p), _p(c.p_holm), acc, _p(c.mcnemar_p), _p(c.mcnemar_p_holm),
+               _f(c.hpi_mde)]  # fmt: skip
+        if detect is not None:
+            row.append("-" if c.n_to_detect is None else str(c.n_to_detect))
+        rows.append(row)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def explanation() -> str:
+    return (
+        f"Paired over the samples both models scored. HPI A − B below 0: A resolved its "
+        f"samples at lower levels. Brackets: 95% paired percentile bootstrap ({RESAMPLES} "
+        f"resamples, seed {SEED}); p: two-sided paired permutation test (sign flips; exact up "
+        f"to 16 differing samples, else 10,000 seeded draws); McNemar: exact, on the samples "
+        f"only one model resolved; Holm: adjusted over every comparison in this table. "
+        f"Smallest detectable: the HPI difference these samples find with {POWER:.0%} power "
+        f"at α = {ALPHA:g} (paired, normal approximation)."
+    )
+
+
+def write_json(comparisons: Sequence[Comparison], path: Path) -> None:
+    path.write_text(
+        json.dumps([c.model_dump() for c in comparisons], indent=2) + "\n", encoding="utf-8"
+    )

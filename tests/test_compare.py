@@ -248,3 +248,18 @@ def test_no_chance_level_for_open_answers_adaptive_cells_or_old_records() -> Non
     failed = make_record("d", level=None, error="boom").model_copy(update={"options": 4})
     s = _tally([coin, failed]).summary()
     assert s.chance_level1_accuracy == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "expected"),
+    [("boolq", {2}), ("csqa", {5}), ("mmlu", {4}), ("gpqa", {4}), ("gsm8k", {None}),
+     ("humaneval", {None}), ("medcalc", {None}), ("samsum", {None}), ("iwslt", {None}),
+     ("mmlu_pro", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10})],
+)  # fmt: skip
+def test_each_dataset_says_how_many_answers_a_guess_picks_from(
+    data_dir: Path, dataset: str, expected: set[int | None]
+) -> None:
+    from hpt.tasks import get_task
+
+    task = get_task(dataset, data_dir)
+    assert {task.answer_options(s) for s in task.load_samples()} == expected

@@ -59,14 +59,17 @@ def permutation_p(
     its sign. Exact (every sign pattern) for up to ``exact_up_to`` non-zero differences,
     else ``rounds`` random patterns, counted as (1 + hits) / (1 + rounds) so the estimate is
     never 0."""
-    if not diffs:
+    if len(diffs) == 0:
         return None
     values = np.array(sorted(d for d in diffs if d != 0), dtype=float)  # any order: one p
+    if np.isnan(values).any():
+        raise ValueError("a paired difference is NaN")
     if len(values) == 0:
         return 1.0
     observed = abs(values.sum())
-    # Sums equal to the observed one up to float rounding count as at least as extreme.
-    tolerance = 1e-9 * max(1.0, observed)
+    # Sums equal to the observed one up to float rounding (relative to the data's scale)
+    # count as at least as extreme.
+    tolerance = 1e-9 * float(np.abs(values).sum())
     if len(values) <= exact_up_to:
         patterns = ((np.arange(2 ** len(values))[:, None] >> np.arange(len(values))) & 1) * 2 - 1
         sums = np.abs(patterns @ values)
@@ -100,6 +103,8 @@ def mcnemar_exact(b: int, c: int) -> float:
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjustment; None (no test) stays None and does not count."""
     present = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    if any(math.isnan(p) for p, _ in present):
+        raise ValueError("a p-value is NaN")
     k = len(present)
     adjusted: list[float | None] = [None] * len(pvalues)
     running = 0.0
@@ -134,7 +139,8 @@ def samples_needed(
         raise ValueError(f"the difference to detect must be positive, not {delta}")
     if sd == 0:
         return None  # no spread seen: no estimate
-    return max(2, math.ceil((_z(alpha, power) * sd / delta) ** 2))
+    # Shaved by a hair before rounding up: float noise must not turn an exact n into n + 1.
+    return max(2, math.ceil((_z(alpha, power) * sd / delta) ** 2 * (1 - 1e-12)))
 
 
 def sd(values: Sequence[float]) -> float | None:

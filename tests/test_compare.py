@@ -184,14 +184,53 @@ def test_compare_refuses_a_missing_directory_and_a_bad_detect(tmp_path) -> None:
     assert result.returncode == 2 and "positive" in result.stderr
 
 
-def test_models_that_share_no_samples_compare_with_n_zero(tmp_path) -> None:
-    run = write_run(
-        tmp_path / "run",
-        [make_record("s1", model="alpha", level=1), make_record("s2", model="beta", level=2)],
+def test_models_that_share_no_samples_are_named_not_compared(tmp_path) -> None:
+    records = [make_record("s1", model="alpha", level=1), make_record("s2", model="beta", level=2)]
+    run = write_run(tmp_path / "run", records)
+    assert_user_error(
+        hpt("compare", str(run), "--out", str(tmp_path / "c")),
+        "alpha and beta share no scored sample on boolq",
     )
-    assert hpt("compare", str(run), "--out", str(tmp_path / "c"), "--no-plots").returncode == 0
-    (only,) = json.loads((tmp_path / "c" / "comparisons.json").read_text())
-    assert only["n"] == 0 and only["hpi_diff"] is None and only["p_holm"] is None
+    # Beside a pair that does share samples, the other is left out and named.
+    records += [make_record(f"t{i}", model=m, level=1) for i in range(3) for m in ("beta", "gamma")]
+    write_run(tmp_path / "run2", records)
+    result = hpt("compare", str(tmp_path / "run2"), "--out", str(tmp_path / "c2"), "--no-plots")
+    assert result.returncode == 0, result.stderr
+    found = json.loads((tmp_path / "c2" / "comparisons.json").read_text())
+    assert [(c["model_a"], c["model_b"], c["n"]) for c in found] == [("beta", "gamma", 3)]
+    assert "alpha and gamma share no scored sample on boolq" in result.stdout
+
+
+def test_models_on_different_ladders_are_not_compared(tmp_path) -> None:
+    five = [make_record(f"s{i}", model="alpha", level=1) for i in range(3)]
+    three = [
+        make_record(f"s{i}", model="beta", level=1, m=3).model_copy(
+            update={"strategies": ["role", "zero_shot_cot", "three_shot_cot"]}
+        )
+        for i in range(3)
+    ]
+    write_run(tmp_path / "a", five)
+    write_run(tmp_path / "b", three)
+    assert_user_error(
+        hpt("compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "c")),
+        "alpha and beta climbed different ladders on boolq",
+        "same --strategies",
+    )
+    # The report still stands, and says why it holds no comparison.
+    result = hpt("report", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r"),
+                 "--no-plots")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "No paired comparisons: alpha and beta climbed different ladders" in text
+    assert not (tmp_path / "r" / "comparisons.json").exists()
+
+
+def test_a_record_with_an_impossible_option_count_is_one_clear_error(tmp_path) -> None:
+    run = write_run(tmp_path / "run", [make_record("s1", level=1)])
+    line = json.loads((run / "samples.jsonl").read_text())
+    line["options"] = 0
+    (run / "samples.jsonl").write_text(json.dumps(line) + "\n")
+    assert_user_error(hpt("report", str(run), "--no-plots"), "options")
 
 
 def test_repeated_draws_pair_per_sample_and_leave_mcnemar_out(tmp_path) -> None:
@@ -204,7 +243,8 @@ def test_repeated_draws_pair_per_sample_and_leave_mcnemar_out(tmp_path) -> None:
     assert hpt("compare", str(tmp_path / "run"), "--out", str(tmp_path / "c"),
                "--no-plots").returncode == 0  # fmt: skip
     (c,) = json.loads((tmp_path / "c" / "comparisons.json").read_text())
-    # One sample: alpha's mean score 1, beta's (2 + 6.71) / 2; accuracy 1 against 1/2.
+    # One sample: alpha's mean score 1, beta's (2 + 6.71) / 2 (each model's own draws);
+    # accuracy 1 against 1/2.
     assert c["n"] == 1 and c["draws"] == 2
     assert c["hpi_diff"] == pytest.approx(1 - (2 + 5 + PENALTY) / 2)
     assert c["accuracy_diff"] == pytest.approx(0.5)

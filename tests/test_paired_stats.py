@@ -498,7 +498,8 @@ def test_detectable_difference_hand_values() -> None:
     got = detectable_difference(2.0, 16, alpha=0.01, power=0.9)
     assert got == pytest.approx((Z995 + Z90) * 2 / 4, rel=1e-12)
     assert got == pytest.approx(1.9286904345, abs=1e-9)
-    assert detectable_difference(0.0, 50) == 0.0
+    # No spread seen: no estimate (0 would read as "any difference is detectable").
+    assert detectable_difference(0.0, 50) is None
 
 
 def test_detectable_difference_needs_two_pairs() -> None:

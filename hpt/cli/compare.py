@@ -50,10 +50,12 @@ def command(args: argparse.Namespace, console: Console) -> int:
             f"nothing to compare: the records hold one model ({models[0]}); "
             "give the run directories of at least two models"
         )
-    found = comparisons.compare(scores, baseline=args.baseline, detect=args.detect)
+    compared = comparisons.compare(scores, baseline=args.baseline, detect=args.detect)
+    found = compared.comparisons
     if not found:
         raise ReportError(
-            "no dataset x mode was run by two of these models"
+            "; ".join(compared.unshared)
+            or "no dataset x mode was run by two of these models"
             + (f" with the baseline {args.baseline}" if args.baseline else "")
         )
     out = args.out or (
@@ -66,6 +68,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
         "# Paired comparisons\n\nRuns: "
         + ", ".join(f"`{d}`" for d in args.run_dirs)
         + f"\n\n{comparisons.explanation()}\n\n{comparisons.markdown_table(found)}\n"
+        + "".join(f"\n- {note}" for note in compared.unshared)
     )
     written = [out / comparisons.COMPARISONS_JSON, out / comparisons.COMPARISONS_MD]
     comparisons.write_json(found, written[0])

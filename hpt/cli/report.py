@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from hpt.reports import ReportError
 from hpt.results.info import TaskInfo
 from hpt.results.store import RunDirError, require_run_dirs
 from hpt.tasks import TASKS
@@ -47,7 +49,7 @@ def positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
-    if not value > 0:
+    if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a positive number, not {text}")
     return value
 
@@ -77,11 +79,16 @@ def command(args: argparse.Namespace, console: Console) -> int:
     if not reports:
         raise RunDirError(f"no records in {', '.join(map(str, args.run_dirs))}")
     # Several models: how they compare on the samples they share.
-    paired = (
-        comparisons.compare(scores, baseline=args.baseline, detect=args.detect)
-        if len({r.summary.model for r in reports}) > 1 or args.baseline
-        else []
-    )
+    paired: list[comparisons.Comparison] = []
+    notes: list[str] = []
+    if len({r.summary.model for r in reports}) > 1 or args.baseline:
+        try:
+            compared = comparisons.compare(scores, baseline=args.baseline, detect=args.detect)
+            paired, notes = compared.comparisons, compared.unshared
+        except ReportError as exc:  # e.g. two ladders: the rest of the report still stands
+            if args.baseline:
+                raise
+            notes = [f"No paired comparisons: {exc}"]
     del scores  # per-sample scores are not needed past this point
     out = args.out or (
         args.run_dirs[0] / "report"
@@ -89,7 +96,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
         else Path("runs") / f"report-{datetime.now():%Y%m%d-%H%M%S}"
     )
     writable_folder(out)
-    text = tables.markdown(reports, args.run_dirs, paired, args.detect)
+    text = tables.markdown(reports, args.run_dirs, paired, args.detect, notes)
     (out / "report.md").write_text(text, encoding="utf-8")
     tables.write_csv(reports, out / "cells.csv")
     written = [out / "report.md", out / "cells.csv"]

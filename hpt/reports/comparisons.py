@@ -5,8 +5,9 @@ difference with McNemar's exact test, Holm-adjusted p-values across the comparis
 power arithmetic that sizes the next run.
 
 The unit is the sample. With repeated draws (--samples-per-task) a sample contributes the
-mean of the draws both models scored; McNemar's test needs one draw per sample and is then
-left out."""
+mean of each model's scored draws (draws are independent climbs: draw d of one model has
+nothing to do with draw d of the other); McNemar's test needs one draw per sample and is
+then left out."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -34,8 +36,28 @@ from hpt.reports.paired import (
 )
 from hpt.results.records import Cell
 
-# sample id -> draw -> (HPI score, resolved): a cell's scored samples.
-CellScores = dict[str, dict[int, tuple[float, bool]]]
+
+@dataclass
+class CellScores:
+    """A cell's scored samples, and the ladder that scored them (HPIs of different ladders
+    are on different scales)."""
+
+    strategies: tuple[str, ...]
+    penalty: float
+    # sample id -> draw -> (HPI score, resolved)
+    samples: dict[str, dict[int, tuple[float, bool]]] = field(default_factory=dict)
+
+    def add(self, sample_id: str, draw: int, score: float, resolved: bool) -> None:
+        self.samples.setdefault(sample_id, {})[draw] = (score, resolved)
+
+    def per_sample(self) -> list[float]:
+        """Each sample's HPI score (the mean of its scored draws), in sample-id order."""
+        return [_mean([s for s, _ in d.values()]) for _, d in sorted(self.samples.items())]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
 
 COMPARISONS_JSON = "comparisons.json"
 COMPARISONS_MD = "comparisons.md"
@@ -95,19 +117,17 @@ def compare_cells(
     acc_a: list[float] = []
     acc_b: list[float] = []
     draws = 1
-    for sample_id in sorted(a.keys() & b.keys()):  # a set's order varies between processes
-        shared = sorted(a[sample_id].keys() & b[sample_id].keys())
-        if not shared:
-            continue
-        draws = max(draws, len(shared))
-        pairs = [(a[sample_id][d], b[sample_id][d]) for d in shared]
-        hpi_a.append(sum(x[0] for x, _ in pairs) / len(pairs))
-        hpi_b.append(sum(y[0] for _, y in pairs) / len(pairs))
-        acc_a.append(sum(x[1] for x, _ in pairs) / len(pairs))
-        acc_b.append(sum(y[1] for _, y in pairs) / len(pairs))
+    # Sorted: a set's order varies between processes, and the seeded draws follow the order.
+    for sample_id in sorted(a.samples.keys() & b.samples.keys()):
+        mine, theirs = a.samples[sample_id].values(), b.samples[sample_id].values()
+        draws = max(draws, len(mine), len(theirs))
+        hpi_a.append(_mean([score for score, _ in mine]))
+        hpi_b.append(_mean([score for score, _ in theirs]))
+        acc_a.append(_mean([float(resolved) for _, resolved in mine]))
+        acc_b.append(_mean([float(resolved) for _, resolved in theirs]))
     n = len(hpi_a)
     if n == 0:
-        return {"n": 0, "detect": detect}
+        return {"n": 0}
     diffs = [x - y for x, y in zip(hpi_a, hpi_b, strict=True)]
     low_high = paired_bootstrap_ci(diffs)
     spread = sd(diffs)
@@ -139,16 +159,24 @@ def compare_cells(
     return stats
 
 
+@dataclass
+class Compared:
+    comparisons: list[Comparison]
+    # Pairs left out because the two models share no scored sample there.
+    unshared: list[str]
+
+
 def compare(
     scores: Mapping[Cell, CellScores],
     *,
     baseline: str | None = None,
     detect: float | None = None,
-) -> list[Comparison]:
+) -> Compared:
     """Every pair of models, or every model against ``baseline`` (then model_b is the
     baseline), on each dataset x mode (x threshold x variant) that more than one model ran;
     Holm's adjustment over the whole list. Records arrive in the order samples finished, so
-    the list is sorted (datasets, then models by name): the same runs give the same file."""
+    the list is sorted (datasets, then models by name): the same runs give the same file.
+    Models that climbed different ladders are refused: their HPIs are on different scales."""
     groups: dict[tuple[str, str, float | None, str | None], dict[str, Cell]] = {}
     for cell in sorted(scores, key=_order):
         groups.setdefault(_key(cell), {})[cell.model] = cell
@@ -158,13 +186,26 @@ def compare(
             f"--baseline {baseline} is not a model of these runs; they hold: {', '.join(models)}"
         )
     out: list[Comparison] = []
+    unshared: list[str] = []
     for (dataset, mode, threshold, variant), cells in groups.items():
         if baseline is None:
             pairs = list(itertools.combinations(cells, 2))
         else:
             pairs = [(m, baseline) for m in cells if m != baseline and baseline in cells]
         for model_a, model_b in pairs:
-            stats = compare_cells(scores[cells[model_a]], scores[cells[model_b]], detect)
+            a, b = scores[cells[model_a]], scores[cells[model_b]]
+            if (a.strategies, a.penalty) != (b.strategies, b.penalty):
+                raise ReportError(
+                    f"{model_a} and {model_b} climbed different ladders on {dataset} "
+                    f"({','.join(a.strategies)}, penalty {a.penalty:g} against "
+                    f"{','.join(b.strategies)}, penalty {b.penalty:g}): their HPIs are on "
+                    "different scales; compare runs made with the same --strategies"
+                )
+            stats = compare_cells(a, b, detect)
+            if stats["n"] == 0:
+                where = _where_of(dataset, threshold, variant)
+                unshared.append(f"{model_a} and {model_b} share no scored sample on {where}")
+                continue
             out.append(
                 Comparison(
                     dataset=dataset,
@@ -180,15 +221,15 @@ def compare(
         c.p_holm = p
     for c, p in zip(out, holm([c.mcnemar_p for c in out]), strict=True):
         c.mcnemar_p_holm = p
-    return out
+    return Compared(out, unshared)
 
 
 def independent_mde(score_sd: float, n: int) -> float | None:
     """Sizing from a single model's run: the smallest HPI difference a paired comparison on
-    n samples would detect if the other model's per-sample scores were uncorrelated with
-    these, whose standard deviation is ``score_sd`` (the differences' variance is then twice
-    the scores'). Models that find the same samples hard do better; a paired run shows by
-    how much."""
+    n samples would detect if the other model's per-sample scores spread like these
+    (standard deviation ``score_sd``) and were uncorrelated with them: the differences'
+    variance is then twice the scores'. Models that find the same samples hard do better;
+    a paired run shows by how much."""
     return detectable_difference(math.sqrt(2) * score_sd, n)
 
 
@@ -209,10 +250,14 @@ def _p(value: float | None) -> str:
     return "<0.0001" if value < 1e-4 else f"{value:.4f}"
 
 
-def _where(c: Comparison) -> str:
-    at = f" @{c.threshold:g}" if c.threshold is not None else ""
-    variant = f" · {c.variant}" if c.variant is not None else ""
-    return f"{c.dataset}{at}{variant}"
+def _where_of(dataset: str, threshold: float | None, variant: str | None) -> str:
+    at = f" @{threshold:g}" if threshold is not None else ""
+    return dataset + at + (f" · {variant}" if variant is not None else "")
+
+
+def where(c: Comparison) -> str:
+    """The dataset as a comparison's label shows it: with its threshold and variant."""
+    return _where_of(c.dataset, c.threshold, c.variant)
 
 
 def markdown_table(comparisons: Sequence[Comparison]) -> str:
@@ -231,7 +276,7 @@ def markdown_table(comparisons: Sequence[Comparison]) -> str:
         )
         diff = "-" if c.hpi_diff is None else f"{c.hpi_diff:+.3f}{interval}"
         acc = "-" if c.accuracy_diff is None else f"{100 * c.accuracy_diff:+.1f} pts"
-        row = [_where(c), c.mode, c.model_a, c.model_b, str(c.n), _f(c.hpi_a), _f(c.hpi_b),
+        row = [where(c), c.mode, c.model_a, c.model_b, str(c.n), _f(c.hpi_a), _f(c.hpi_b),
                diff, _p(c.hpi_p), _p(c.p_holm), acc, _p(c.mcnemar_p), _p(c.mcnemar_p_holm),
                _f(c.hpi_mde)]  # fmt: skip
         if detect is not None:

@@ -125,8 +125,8 @@ def detectable_difference(
     """The smallest mean difference a two-sided paired test at ``alpha`` finds with
     ``power``, for n pairs whose differences have standard deviation ``sd`` (the normal
     approximation: (z_{1-alpha/2} + z_power) * sd / sqrt(n))."""
-    if n < 2:
-        return None
+    if n < 2 or sd == 0:
+        return None  # no spread seen: no estimate (0 would read as "any difference")
     return _z(alpha, power) * sd / math.sqrt(n)
 
 

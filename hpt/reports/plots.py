@@ -7,7 +7,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from hpt.reports.comparisons import Comparison
+from hpt.reports.comparisons import Comparison, where
 from hpt.reports.tables import CellReport
 
 FORMATS = ("png", "svg")
@@ -104,9 +104,7 @@ def forest(comparisons: list[Comparison], out: Path) -> list[Path]:
             capsize=3,
         )
     labels = [
-        f"{c.dataset}{f' @{c.threshold:g}' if c.threshold is not None else ''} · {c.mode}: "
-        f"{c.model_a} − {c.model_b} (n={c.n})"
-        for c in reversed(shown)
+        f"{where(c)} · {c.mode}: {c.model_a} − {c.model_b} (n={c.n})" for c in reversed(shown)
     ]
     ax.set_yticks(range(len(shown)), labels, fontsize="small")
     ax.axvline(0.0, color="#888888", linewidth=1)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import tomllib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.reports import ReportError
 from hpt.reports.comparisons import CellScores, Comparison, explanation, markdown_table
+from hpt.reports.paired import sd
 from hpt.results.info import Column, ReportTable, TaskInfo
 from hpt.results.records import Cell, DepthRecord, SampleRecord
 from hpt.results.store import RunDirError, read_records, read_run_info
@@ -94,16 +94,18 @@ class CellReport(BaseModel):
     intervals: dict[str, tuple[float, float]] = {}
     cost_usd: float | None = None
     source: str = ""
-    # The standard deviation of the scored samples' HPI scores (sizing the next run).
-    hpi_sd: float | None = None
+    # The standard deviation of the scored samples' HPI scores (each sample's draws
+    # averaged), and the number of those samples: for sizing the next run.
+    sample_sd: float | None = None
+    distinct_samples: int = 0
 
 
 @dataclass
 class _Acc:
     tally: Tally
     source: Path
-    # Per sample and draw, for paired comparisons: kept only when the caller asks.
-    scores: CellScores | None = None
+    # Per sample and draw: for paired comparisons and for sizing the next run.
+    scores: CellScores
     hpi: Counter[float] = field(default_factory=Counter)
     resolved: Counter[float] = field(default_factory=Counter)
     tokens: dict[str, list[int]] = field(default_factory=dict)  # call model -> [in, out]
@@ -116,9 +118,7 @@ class _Acc:
             resolved = record.resolved_level is not None
             self.hpi[record.hpi_score] += 1
             self.resolved[float(resolved)] += 1
-            if self.scores is not None:
-                by_draw = self.scores.setdefault(record.sample_id, {})
-                by_draw[record.draw] = (record.hpi_score, resolved)
+            self.scores.add(record.sample_id, record.draw, record.hpi_score, resolved)
         if isinstance(record, DepthRecord) and record.error is None and record.judge_score:
             path = f"depth_scores.{record.depth}"
             self.spreads.setdefault(path, Counter())[float(record.judge_score)] += 1
@@ -152,7 +152,9 @@ def collect(
                     if info is None and describe is not None:
                         info = describe(record.dataset)
                     infos[record.dataset] = info or run.task(record.dataset)
-                kept = None if scores is None else scores.setdefault(cell, {})
+                kept = CellScores(tuple(record.strategies), record.penalty)
+                if scores is not None:
+                    scores[cell] = kept
                 acc = cells[cell] = _Acc(Tally.of(record, infos[record.dataset]), directory, kept)
             elif cell not in seen_here:
                 raise RunDirError(
@@ -177,19 +179,17 @@ def collect(
                 },
                 cost_usd=_cost(acc.tokens, prices) if prices else None,
                 source=str(acc.source),
-                hpi_sd=_counts_sd(acc.hpi),
+                **_sizing(acc.scores),
             )
         )
     return reports
 
 
-def _counts_sd(counts: Counter[float]) -> float | None:
-    """The sample standard deviation (n - 1) of values given as {value: count}."""
-    n = sum(counts.values())
-    if n < 2:
-        return None
-    mean = sum(v * c for v, c in counts.items()) / n
-    return math.sqrt(sum(c * (v - mean) ** 2 for v, c in counts.items()) / (n - 1))
+def _sizing(scores: CellScores) -> dict[str, Any]:
+    """The spread of a cell's per-sample HPI scores (a sample's draws averaged: the sample is
+    the unit a paired comparison resamples), and how many samples it has."""
+    per_sample = scores.per_sample()
+    return {"sample_sd": sd(per_sample), "distinct_samples": len(per_sample)}
 
 
 def _cost(tokens: dict[str, list[int]], prices: dict[str, Price]) -> float | None:
@@ -431,6 +431,7 @@ def markdown(
     sources: list[Path],
     comparisons: list[Comparison] | None = None,
     detect: float | None = None,
+    unpaired: Sequence[str] = (),
 ) -> str:
     from hpt.reports import floors
 
@@ -453,9 +454,11 @@ def markdown(
     chance = floors.table_chance(reports)
     if chance:
         out.write(f"\n## Chance levels\n\n{floors.CHANCE_NOTE}\n\n{chance}\n")
-    if comparisons:
+    if comparisons or unpaired:
         out.write(f"\n## Paired comparisons\n\n{explanation()}\n\n")
-        out.write(markdown_table(comparisons) + "\n")
+        if comparisons:
+            out.write(markdown_table(comparisons) + "\n")
+        out.write("".join(f"\n- {note}" for note in unpaired) + ("\n" if unpaired else ""))
     out.write(f"\n## Sizing the next run\n\n{floors.SIZING_NOTE}\n\n")
     out.write(floors.table_sizing(reports, detect) + "\n")
     out.write(f"\n## Resolved per level\n\n{table_levels(reports)}\n")

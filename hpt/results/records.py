@@ -161,7 +161,7 @@ class SampleRecord(BaseModel):
     hpi_score: float | None
     # How many answers a uniform random guess picks from (the chance level); None: an open
     # answer, or a record written before hpt recorded it.
-    options: int | None = None
+    options: int | None = Field(default=None, ge=1)
     error: str | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     # Adaptive HPF: the selector iteration that resolved the sample, and every selector turn.

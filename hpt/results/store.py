@@ -166,9 +166,10 @@ def parse_record(directory: Path, lineno: int, line: str) -> SampleRecord:
     try:
         return parse_record_json(line)
     except ValidationError as exc:
-        first = str(exc).splitlines()[0]
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(record)"
         where = f"{directory / SAMPLES}:{lineno}"
-        raise RunDirError(f"{where}: not a sample record ({first})") from None
+        raise RunDirError(f"{where}: not a sample record ({field}: {first['msg']})") from None
 
 
 def read_records(directory: Path) -> Iterator[SampleRecord]:

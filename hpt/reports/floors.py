@@ -63,7 +63,7 @@ CHANCE_NOTE = (
     "1 at 1; below 0 is worse than guessing. *Below chance*: the figure's whole interval is "
     "worse than the guesser's; *within chance*: the interval reaches it. A model can beat "
     "chance on the HPI (it resolves early what it resolves) and still fall below it on "
-    "accuracy (a guesser given five tries resolves almost everything). Open-ended tasks and "
+    "accuracy (a guesser with a try at every level resolves most samples). Open-ended tasks and "
     "adaptive cells have no chance level."
 )
 

@@ -52,8 +52,8 @@ def test_tables_off_a_terminal_keep_every_name_whole() -> None:
     text = out.getvalue()
     assert "…" not in text, text
     header = next(line for line in text.splitlines() if "dataset" in line)
-    for name in ("dataset", "model", "mode", "scored", "HPI", "accuracy", "L1 accuracy",
-                 "metric", "errors"):  # fmt: skip
+    for name in ("dataset", "model", "mode", "scored", "HPI", "chance HPI", "accuracy",
+                 "L1 accuracy", "metric", "errors"):  # fmt: skip
         assert f" {name} " in header, header
     assert LONG_MODEL in text and "commonsense_qa @0.5" in text and "rougeL 0.410" in text
     assert "HPF runs (HPI: lower is better)" in text

@@ -155,7 +155,8 @@ def summary_table(summary: Summary, strategies: list[str]) -> Table:
 def cells_table(summaries: list[Summary]) -> Table:
     """A campaign at a glance: one row per cell."""
     table = Table(title="HPF runs (HPI: lower is better)")
-    for name in ("dataset", "model", "mode", "scored", "HPI", "accuracy", "L1 accuracy"):
+    for name in ("dataset", "model", "mode", "scored", "HPI", "chance HPI", "accuracy",
+                 "L1 accuracy"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("dataset", "model", "mode") else "right")
     table.add_column("metric", justify="right")
     table.add_column("errors", justify="right")
@@ -167,8 +168,8 @@ def cells_table(summaries: list[Summary]) -> Table:
             metric = f"judge D1/D2/D3 {means} (missing {s.judge_missing})"
         mode = s.mode + (f" · {s.variant}" if s.variant else "")
         table.add_row(
-            s.dataset + at, s.model, mode, str(s.n), _fmt(s.hpi), _fmt(s.accuracy),
-            _fmt(s.level1_accuracy), metric, str(s.errors),
+            s.dataset + at, s.model, mode, str(s.n), _fmt(s.hpi), _fmt(s.chance_hpi),
+            _fmt(s.accuracy), _fmt(s.level1_accuracy), metric, str(s.errors),
         )  # fmt: skip
     return table
 

@@ -4,13 +4,12 @@ comparisons.md and a forest plot)."""
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from hpt.cli.report import installed_descriptions, positive_float, writable_folder
+from hpt.cli.report import comparison_options, installed_descriptions, output_folder
 from hpt.reports import ReportError
 from hpt.results.store import RunDirError, require_run_dirs
 
@@ -22,17 +21,9 @@ def add_parser(sub: Any) -> None:
     )
     cmp.add_argument("run_dirs", nargs="+", type=Path, metavar="DIR")
     cmp.add_argument(
-        "--baseline", metavar="MODEL", help="compare every model with MODEL (default: all pairs)"
-    )
-    cmp.add_argument(
         "--out", type=Path, help="output folder (default DIR/compare, or runs/compare-TIME)"
     )
-    cmp.add_argument(
-        "--detect",
-        type=positive_float,
-        metavar="D",
-        help="also say how many samples would detect an HPI difference of D at 80%% power",
-    )
+    comparison_options(cmp)
     cmp.add_argument("--no-plots", action="store_true", help="no forest plot")
 
 
@@ -58,12 +49,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
             or "no dataset x mode was run by two of these models"
             + (f" with the baseline {args.baseline}" if args.baseline else "")
         )
-    out = args.out or (
-        args.run_dirs[0] / "compare"
-        if len(args.run_dirs) == 1
-        else Path("runs") / f"compare-{datetime.now():%Y%m%d-%H%M%S}"
-    )
-    writable_folder(out)
+    out = output_folder(args.out, args.run_dirs, "compare")
     text = (
         "# Paired comparisons\n\nRuns: "
         + ", ".join(f"`{d}`" for d in args.run_dirs)

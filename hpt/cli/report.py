@@ -30,18 +30,23 @@ def add_parser(sub: Any) -> None:
         type=Path,
         help='TOML of USD per million tokens per model: ["openai:gpt-4o"] input = 2.5, output = 10',
     )
-    rep.add_argument(
+    comparison_options(rep)
+    rep.add_argument("--no-plots", action="store_true", help="tables only")
+
+
+def comparison_options(parser: Any) -> None:
+    """What ``hpt report`` and ``hpt compare`` both take for paired comparisons."""
+    parser.add_argument(
         "--baseline",
         metavar="MODEL",
-        help="paired comparisons of every model with MODEL (default: all pairs)",
+        help="compare every model with MODEL (default: every pair of models)",
     )
-    rep.add_argument(
+    parser.add_argument(
         "--detect",
         type=positive_float,
         metavar="D",
         help="also say how many samples would detect an HPI difference of D at 80%% power",
     )
-    rep.add_argument("--no-plots", action="store_true", help="tables only")
 
 
 def positive_float(text: str) -> float:
@@ -54,11 +59,18 @@ def positive_float(text: str) -> float:
     return value
 
 
-def writable_folder(out: Path) -> None:
+def output_folder(given: Path | None, run_dirs: list[Path], name: str) -> Path:
+    """--out, else DIR/NAME for one run directory or runs/NAME-TIME for several; created."""
+    out = given or (
+        run_dirs[0] / name
+        if len(run_dirs) == 1
+        else Path("runs") / f"{name}-{datetime.now():%Y%m%d-%H%M%S}"
+    )
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunDirError(f"cannot write report folder {out}: {exc.strerror}") from None
+    return out
 
 
 def installed_descriptions() -> dict[str, TaskInfo]:
@@ -90,12 +102,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
                 raise
             notes = [f"No paired comparisons: {exc}"]
     del scores  # per-sample scores are not needed past this point
-    out = args.out or (
-        args.run_dirs[0] / "report"
-        if len(args.run_dirs) == 1
-        else Path("runs") / f"report-{datetime.now():%Y%m%d-%H%M%S}"
-    )
-    writable_folder(out)
+    out = output_folder(args.out, args.run_dirs, "report")
     text = tables.markdown(reports, args.run_dirs, paired, args.detect, notes)
     (out / "report.md").write_text(text, encoding="utf-8")
     tables.write_csv(reports, out / "cells.csv")

@@ -23,6 +23,8 @@ from pydantic import BaseModel
 from hpt.reports import ReportError
 from hpt.reports.paired import (
     ALPHA,
+    EXACT_UP_TO,
+    PERMUTATIONS,
     POWER,
     RESAMPLES,
     SEED,
@@ -292,7 +294,8 @@ def explanation() -> str:
         f"Paired over the samples both models scored. HPI A − B below 0: A resolved its "
         f"samples at lower levels. Brackets: 95% paired percentile bootstrap ({RESAMPLES} "
         f"resamples, seed {SEED}); p: two-sided paired permutation test (sign flips; exact up "
-        f"to 16 differing samples, else 10,000 seeded draws); McNemar: exact, on the samples "
+        f"to {EXACT_UP_TO} differing samples, else {PERMUTATIONS:,} seeded draws); McNemar: "
+        f"exact, on the samples "
         f"only one model resolved; Holm: adjusted over every comparison in this table. "
         f"Smallest detectable: the HPI difference these samples find with {POWER:.0%} power "
         f"at α = {ALPHA:g} (paired, normal approximation)."

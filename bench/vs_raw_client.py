@@ -9,6 +9,7 @@ themselves: the bare client from its first post to its last reply, hpt from the 
 climb to its last record on disk (closing the run afterwards is timed and shown apart).
 
     .venv/bin/python bench/vs_raw_client.py [--calls 3000] [--delay 0.2] [--concurrency 128]
+                                            [--raw-cpu-ms 0]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from bench.vs_inspect import side  # noqa: E402
 RAW_SIDE = r"""
 import asyncio, json, sys, time
 import aiohttp
-base_url, n, conc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+base_url, n, conc, burn = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 body = json.dumps({"model": "bench-model", "messages": [{"role": "user", "content": "Q?"}],
                    "temperature": 0.6, "max_tokens": 256}).encode()
 async def main():
@@ -40,6 +41,9 @@ async def main():
             async with gate:
                 async with s.post(f"{base_url}/chat/completions", data=body) as r:
                     json.loads(await r.read())
+                end = time.perf_counter() + burn  # --raw-cpu-ms: a client that works too
+                while time.perf_counter() < end:
+                    pass
         t = time.perf_counter()
         await asyncio.gather(*(one() for _ in range(n)))
         return time.perf_counter() - t
@@ -77,6 +81,13 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=128)
     ap.add_argument(
+        "--raw-cpu-ms",
+        type=float,
+        default=0.0,
+        help="CPU the bare client burns after each reply: how calls/s falls as a client's "
+        "own work per call grows (hpt's is ~0.25 ms above the bare client's)",
+    )
+    ap.add_argument(
         "--data-dir", default=os.environ.get("HPT_DATA_DIR", str(REPO.parent / "shared" / "data"))
     )
     args = ap.parse_args()
@@ -85,7 +96,8 @@ def main() -> None:
         base_url = f"http://127.0.0.1:{port}/v1"
         env = {**os.environ, "OPENAI_API_KEY": "bench-key", "HPT_CACHE_DIR": f"{tmp}/cache"}
         env.pop("OPENAI_BASE_URL", None)
-        raw = side(RAW_SIDE, [base_url, str(samples * 3), str(args.concurrency)], env)
+        raw = side(RAW_SIDE, [base_url, str(samples * 3), str(args.concurrency),
+                              str(args.raw_cpu_ms / 1000)], env)  # fmt: skip
         hpt = side(HPT_SIDE, [base_url, args.data_dir, f"{tmp}/run", str(samples),
                               str(args.concurrency)], env)  # fmt: skip
     ideal = args.concurrency / args.delay

@@ -407,3 +407,21 @@ def test_cli_defaults_and_errors(tmp_path: Path) -> None:
         result = hpt(*args, cwd=tmp_path)
         assert result.returncode == 2, (args, result.stdout)
         assert message in " ".join(result.stderr.split()), (args, result.stderr)
+
+
+def test_the_hpt_view_shows_the_chance_hpi(tmp_path: Path) -> None:
+    """A ladder cell's HPI sits beside a coin-flipping guesser's on the same ladder."""
+    records = [
+        make_record(f"s{i}", level=level).model_copy(update={"options": 2})
+        for i, level in enumerate((1, 2, None))
+    ]
+    methods, ladders = read_runs([write_run(tmp_path / "ladder", records)])
+    assert methods == [] and ladders[0].chance_hpi == pytest.approx((57 + 6.71) / 32)
+    baseline = write_run(
+        tmp_path / "base",
+        [make_record(f"s{i}", level=1).model_copy(update={"strategies": ["helm_baseline"]})
+         for i in range(2)],
+    )  # fmt: skip
+    methods, _ = read_runs([baseline])
+    md = markdown(compute(methods, ladders=ladders, headline_methods=()), ["runs"])
+    assert "(chance 1.99)" in md

@@ -165,6 +165,7 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
                     hpi=s.hpi,
                     hpi_ci=bootstrap_ci(acc.hpi),
                     accuracy=None if s.accuracy is None else 100 * s.accuracy,
+                    chance_hpi=s.chance_hpi,
                     n=s.n,
                     errors=s.errors,
                     strategies=acc.strategies,
@@ -398,6 +399,8 @@ def markdown(report: CeilingReport, sources: list[str]) -> str:
         rows = []
         for h in report.hpt_view:
             ci = f" [{h.hpi_ci_low:.2f}, {h.hpi_ci_high:.2f}]" if h.hpi_ci_low is not None else ""
+            if h.chance_hpi is not None:
+                ci += f" (chance {h.chance_hpi:.2f})"
             rows.append([h.model, h.benchmark, _f(h.hpi) + ci, _f(h.accuracy, 1), str(h.n),
                          str(h.errors), ", ".join(h.strategies)])  # fmt: skip
         out.write(_table(["model", "benchmark", "HPI", "accuracy %", "n", "errors",

@@ -69,6 +69,8 @@ class LadderResult:
     hpi: float | None
     hpi_ci: tuple[float, float] | None = None
     accuracy: float | None = None  # percent resolved at any level
+    # A uniform random guesser's HPI on the same samples and ladder (hpt.results.chance).
+    chance_hpi: float | None = None
     n: int = 0
     errors: int = 0
     strategies: tuple[str, ...] = ()
@@ -142,6 +144,7 @@ class HpiRow(BaseModel):
     hpi: float | None
     hpi_ci_low: float | None
     hpi_ci_high: float | None
+    chance_hpi: float | None = None
     accuracy: float | None
     n: int
     errors: int
@@ -438,6 +441,7 @@ def _hpi_row(r: LadderResult) -> HpiRow:
         hpi=r.hpi,
         hpi_ci_low=r.hpi_ci[0] if r.hpi_ci else None,
         hpi_ci_high=r.hpi_ci[1] if r.hpi_ci else None,
+        chance_hpi=r.chance_hpi,
         accuracy=r.accuracy,
         n=r.n,
         errors=r.errors,

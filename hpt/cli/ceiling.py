@@ -31,6 +31,7 @@ from hpt.reports.ceiling import (
     MethodResult,
     compute,
 )
+from hpt.reports.markdown import pipe_table
 from hpt.results.records import Cell, SampleRecord
 from hpt.results.store import RunDirError, read_records, read_run_info, require_run_dirs
 from hpt.results.tally import Tally
@@ -254,12 +255,6 @@ def _f(value: float | None, digits: int = 2, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _method_cell(report: CeilingReport, model: str, method: str) -> str:
     m = report.models[model]
     stat = m.methods.get(method)
@@ -300,7 +295,7 @@ def markdown(report: CeilingReport, sources: list[str]) -> str:
     headline = _headline(report)
     rows.append([f"mean Δ of {headline}"]
                 + [_f(report.models[m].headline_delta, sign=True) for m in models])  # fmt: skip
-    out.write(_table(["method", *models], rows) + "\n")
+    out.write(pipe_table(["method", *models], rows) + "\n")
     out.write(
         f"\n**Headline:** the mean gain of {headline} over {report.baseline}, averaged over "
         f"models: **{_f(report.headline_delta, sign=True)}** points of accuracy "
@@ -323,7 +318,7 @@ def markdown(report: CeilingReport, sources: list[str]) -> str:
         s = m.spread
         rows.append([model, m.ceiling_method, _f(m.ceiling), _f(s.min), _f(s.median), _f(s.max),
                      _f(m.ceiling - s.median, sign=True), str(s.methods)])  # fmt: skip
-    out.write(_table(["model", "ceiling method", "ceiling", "min", "median", "max",
+    out.write(pipe_table(["model", "ceiling method", "ceiling", "min", "median", "max",
                       "ceiling − median", "methods"], rows) + "\n")  # fmt: skip
 
     out.write("\n## Ranks\n\n")
@@ -331,7 +326,7 @@ def markdown(report: CeilingReport, sources: list[str]) -> str:
              f"{m.mean_rank_ceiling:.2f} ± {_f(m.rank_sd_ceiling)}",
              str(len(m.benchmarks)) + (" ⚠" if m.missing_benchmarks else "")]
             for model, m in report.models.items()]  # fmt: skip
-    out.write(_table(["model", "mean rank at baseline ± σ", "mean rank at ceiling ± σ",
+    out.write(pipe_table(["model", "mean rank at baseline ± σ", "mean rank at ceiling ± σ",
                       "benchmarks"], rows) + "\n")  # fmt: skip
     out.write(
         f"\nRank flips (the model ranking at the ceiling differs from the baseline's): "
@@ -372,7 +367,7 @@ def markdown(report: CeilingReport, sources: list[str]) -> str:
             f"{_rank(ranks.baseline.get(m))} → {_rank(ranks.ceiling.get(m))}"
             for m in models])  # fmt: skip
         gain = _f(report.benchmark_gains.get(bench), sign=True)
-        out.write(f"\n### {bench}\n\n{_table(['method', *models], rows)}\n")
+        out.write(f"\n### {bench}\n\n{pipe_table(['method', *models], rows)}\n")
         out.write(f"\nMean gain of {headline} over the baseline, over models: {gain}\n")
 
     tokens_known = any(t is not None for t in report.extra_prompt_tokens.values())
@@ -385,7 +380,7 @@ def markdown(report: CeilingReport, sources: list[str]) -> str:
         rows = [[method] + [_f(report.models[m].extra_prompt_tokens.get(method), 0)
                             for m in models] + [_f(report.extra_prompt_tokens.get(method), 0)]
                 for method in report.methods]  # fmt: skip
-        out.write(_table(["method", *models, "mean"], rows) + "\n")
+        out.write(pipe_table(["method", *models, "mean"], rows) + "\n")
     else:
         out.write("No input recorded prompt tokens (runs record them; a CSV may give a "
                   "prompt_tokens column).\n")  # fmt: skip
@@ -403,7 +398,7 @@ def markdown(report: CeilingReport, sources: list[str]) -> str:
                 ci += f" (chance {h.chance_hpi:.2f})"
             rows.append([h.model, h.benchmark, _f(h.hpi) + ci, _f(h.accuracy, 1), str(h.n),
                          str(h.errors), ", ".join(h.strategies)])  # fmt: skip
-        out.write(_table(["model", "benchmark", "HPI", "accuracy %", "n", "errors",
+        out.write(pipe_table(["model", "benchmark", "HPI", "accuracy %", "n", "errors",
                           "ladder"], rows) + "\n")  # fmt: skip
     else:
         out.write("No HPT ladder runs among the inputs.\n")

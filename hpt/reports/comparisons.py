@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from hpt.reports import ReportError
+from hpt.reports.markdown import number, pipe_table
 from hpt.reports.paired import (
     ALPHA,
     EXACT_UP_TO,
@@ -242,10 +243,6 @@ def independent_samples_needed(score_sd: float, delta: float) -> int | None:
 # ---------------------------------------------------------------- writing
 
 
-def _f(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def _p(value: float | None) -> str:
     if value is None:
         return "-"
@@ -278,15 +275,13 @@ def markdown_table(comparisons: Sequence[Comparison]) -> str:
         )
         diff = "-" if c.hpi_diff is None else f"{c.hpi_diff:+.3f}{interval}"
         acc = "-" if c.accuracy_diff is None else f"{100 * c.accuracy_diff:+.1f} pts"
-        row = [where(c), c.mode, c.model_a, c.model_b, str(c.n), _f(c.hpi_a), _f(c.hpi_b),
-               diff, _p(c.hpi_p), _p(c.p_holm), acc, _p(c.mcnemar_p), _p(c.mcnemar_p_holm),
-               _f(c.hpi_mde)]  # fmt: skip
+        row = [where(c), c.mode, c.model_a, c.model_b, str(c.n), number(c.hpi_a, 3),
+               number(c.hpi_b, 3), diff, _p(c.hpi_p), _p(c.p_holm), acc, _p(c.mcnemar_p),
+               _p(c.mcnemar_p_holm), number(c.hpi_mde, 3)]  # fmt: skip
         if detect is not None:
             row.append("-" if c.n_to_detect is None else str(c.n_to_detect))
         rows.append(row)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+    return pipe_table(header, rows)
 
 
 def explanation() -> str:

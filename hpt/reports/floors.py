@@ -5,7 +5,8 @@ next run needs to tell two models apart."""
 from __future__ import annotations
 
 from hpt.reports.comparisons import independent_mde, independent_samples_needed
-from hpt.reports.tables import CellReport, _f, _table
+from hpt.reports.markdown import number, pipe_table
+from hpt.reports.tables import CellReport
 
 
 def verdict(r: CellReport) -> str:
@@ -47,14 +48,14 @@ def table_chance(reports: list[CellReport]) -> str | None:
         s = r.summary
         if s.chance_hpi is None:
             continue
-        rows.append([label(r), s.model, _f(s.hpi), _f(s.chance_hpi), _f(s.hpi_skill),
+        rows.append([label(r), s.model, number(s.hpi), number(s.chance_hpi), number(s.hpi_skill),
                      _pct(s.accuracy), _pct(s.chance_accuracy), _pct(s.level1_accuracy),
                      _pct(s.chance_level1_accuracy), verdict(r)])  # fmt: skip
     if not rows:
         return None
     header = ["dataset", "model", "HPI", "chance HPI", "skill", "accuracy %", "chance %",
               "level-1 %", "chance level-1 %", ""]  # fmt: skip
-    return _table(header, rows)
+    return pipe_table(header, rows)
 
 
 CHANCE_NOTE = (
@@ -79,13 +80,13 @@ def table_sizing(reports: list[CellReport], detect: float | None = None) -> str:
     for r in reports:
         s = r.summary
         sd, n = r.sample_sd, r.distinct_samples
-        row = [label(r), s.model, s.mode, str(n), _f(sd, 3),
-               _f(independent_mde(sd, n) if sd is not None else None, 3)]  # fmt: skip
+        row = [label(r), s.model, s.mode, str(n), number(sd, 3),
+               number(independent_mde(sd, n) if sd is not None else None, 3)]  # fmt: skip
         if detect is not None:
             needed = independent_samples_needed(sd, detect) if sd else None
             row.append("-" if needed is None else str(needed))
         rows.append(row)
-    return _table(header, rows)
+    return pipe_table(header, rows)
 
 
 SIZING_NOTE = (

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.reports import ReportError
 from hpt.reports.comparisons import CellScores, Comparison, explanation, markdown_table
+from hpt.reports.markdown import number, pipe_table
 from hpt.reports.paired import sd
 from hpt.results.info import Column, ReportTable, TaskInfo
 from hpt.results.records import Cell, DepthRecord, SampleRecord
@@ -207,22 +208,12 @@ def _cost(tokens: dict[str, list[int]], prices: dict[str, Price]) -> float | Non
 # ---------------------------------------------------------------- tables
 
 
-def _f(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def _ci(ci: tuple[float, float] | None, digits: int = 2) -> str:
     return "" if ci is None else f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
 def _models(reports: list[CellReport]) -> list[str]:
     return list(dict.fromkeys(r.summary.model for r in reports))
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _pick(reports: list[CellReport], **match: object) -> CellReport | None:
@@ -268,7 +259,7 @@ def _value(r: CellReport | None, column: Column) -> str:
         ci = (100 * ci[0], 100 * ci[1]) if ci else None
     if isinstance(value, int):  # a count
         return str(value)
-    text = _f(value) + (_ci(ci) if column.interval else "")
+    text = number(value) + (_ci(ci) if column.interval else "")
     if column.value == "hpi" and s.chance_hpi is not None:
         text += f" (chance {s.chance_hpi:.2f})"
     return text
@@ -315,7 +306,7 @@ def declared_table(
             row = ([s.dataset + at] if several else []) + [s.model]
             row += [s.variant or "ladder"] if variants else []
             rows.append(row + [_value(r, c) for c in table.columns])
-        return _table(header, rows)
+        return pipe_table(header, rows)
     groups: list[tuple[str, float | None]] = []
     for d in datasets:
         thresholds: list[float | None] = [None]
@@ -336,7 +327,7 @@ def declared_table(
             found = _pick(mine, **match)
             row += [_value(found, c) for c in table.columns]
         rows.append(row)
-    return _table(header, rows)
+    return pipe_table(header, rows)
 
 
 def table_adaptive_hpi(reports: list[CellReport]) -> str | None:
@@ -355,10 +346,10 @@ def table_adaptive_hpi(reports: list[CellReport]) -> str | None:
         for d, t in columns:
             cell = _pick(reports, dataset=d, model=model, mode="adaptive", threshold=t)
             row.append(
-                _f(cell.summary.hpi if cell else None, 3) + _ci(cell.hpi_ci if cell else None)
+                number(cell.summary.hpi if cell else None, 3) + _ci(cell.hpi_ci if cell else None)
             )
         rows.append(row)
-    return _table(header, rows)
+    return pipe_table(header, rows)
 
 
 def table_adaptive_scores(reports: list[CellReport]) -> str | None:
@@ -378,9 +369,9 @@ def table_adaptive_scores(reports: list[CellReport]) -> str | None:
             r = _pick(adaptive, dataset=d, model=model, threshold=t)
             s = r.summary if r else None
             value = s.text_score if s and s.text_metric else (s.accuracy if s else None)
-            row.append(_f(value, 4))
+            row.append(number(value, 4))
         rows.append(row)
-    return _table(["dataset", "metric", "threshold", *models], rows)
+    return pipe_table(["dataset", "metric", "threshold", *models], rows)
 
 
 def table_levels(reports: list[CellReport]) -> str:
@@ -395,8 +386,8 @@ def table_levels(reports: list[CellReport]) -> str:
         levels = [str(s.level_counts.get(k, 0)) if k <= s.m else "" for k in range(1, m + 1)]
         rate = None if s.hallucination_rate is None else 100 * s.hallucination_rate
         rows.append([s.dataset + at, s.model, s.mode, *levels, str(s.unresolved), str(s.errors),
-                     _f(rate, 1)])  # fmt: skip
-    return _table(header, rows)
+                     number(rate, 1)])  # fmt: skip
+    return pipe_table(header, rows)
 
 
 def table_usage(reports: list[CellReport]) -> str:
@@ -416,7 +407,7 @@ def table_usage(reports: list[CellReport]) -> str:
     if priced:
         total = sum(r.cost_usd or 0.0 for r in reports)
         rows.append(["**total**", "", "", "", "", "", "", f"{total:.4f}"])
-    return _table(header, rows)
+    return pipe_table(header, rows)
 
 
 # Over every dataset, whatever table it declares: adaptive HPF (the paper's tables 6 and 7).

@@ -206,7 +206,7 @@ def compare(
                 )
             stats = compare_cells(a, b, detect)
             if stats["n"] == 0:
-                where = _where_of(dataset, threshold, variant)
+                where = cell_label(dataset, threshold, variant)
                 unshared.append(f"{model_a} and {model_b} share no scored sample on {where}")
                 continue
             out.append(
@@ -249,14 +249,14 @@ def _p(value: float | None) -> str:
     return "<0.0001" if value < 1e-4 else f"{value:.4f}"
 
 
-def _where_of(dataset: str, threshold: float | None, variant: str | None) -> str:
+def cell_label(dataset: str, threshold: float | None, variant: str | None) -> str:
+    """A dataset as report rows show it: with its threshold and variant, where it has them."""
     at = f" @{threshold:g}" if threshold is not None else ""
     return dataset + at + (f" · {variant}" if variant is not None else "")
 
 
 def where(c: Comparison) -> str:
-    """The dataset as a comparison's label shows it: with its threshold and variant."""
-    return _where_of(c.dataset, c.threshold, c.variant)
+    return cell_label(c.dataset, c.threshold, c.variant)
 
 
 def markdown_table(comparisons: Sequence[Comparison]) -> str:

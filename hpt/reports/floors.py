@@ -4,7 +4,7 @@ next run needs to tell two models apart."""
 
 from __future__ import annotations
 
-from hpt.reports.comparisons import independent_mde, independent_samples_needed
+from hpt.reports.comparisons import cell_label, independent_mde, independent_samples_needed
 from hpt.reports.markdown import number, pipe_table
 from hpt.reports.tables import CellReport
 
@@ -30,10 +30,8 @@ def verdict(r: CellReport) -> str:
 
 
 def label(r: CellReport) -> str:
-    """The dataset as a row shows it: with its threshold and variant."""
     s = r.summary
-    at = f" @{s.threshold:g}" if s.threshold is not None else ""
-    return s.dataset + at + (f" · {s.variant}" if s.variant is not None else "")
+    return cell_label(s.dataset, s.threshold, s.variant)
 
 
 def _pct(value: float | None) -> str:

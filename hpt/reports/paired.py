@@ -7,6 +7,7 @@ Pure functions over per-sample values; seeded, so a report is the same every tim
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
@@ -145,8 +146,4 @@ def samples_needed(
 
 def sd(values: Sequence[float]) -> float | None:
     """The sample standard deviation (n - 1), None below two values."""
-    n = len(values)
-    if n < 2:
-        return None
-    mean = sum(values) / n
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return statistics.stdev(values) if len(values) >= 2 else None

@@ -41,27 +41,30 @@ def _words(text: str) -> list[re.Match[str]]:
 # A climb's levels check one after another, and about as many samples as --concurrency are
 # climbing at once: 256 sources keep every climb's passage without holding a whole run's
 # (a long note's word runs take ~100 KB).
+def _runs(words: Sequence[str]) -> Iterable[tuple[str, ...]]:
+    """Every run of ECHO_WORDS consecutive words, in order."""
+    return zip(*(words[i:] for i in range(ECHO_WORDS)), strict=False)  # the shortest ends it
+
+
 @lru_cache(maxsize=256)
 def _grams(source: str) -> frozenset[tuple[str, ...]]:
     """A source's runs of ECHO_WORDS words, once per source: every level of a climb strips
     the same passage or note from its completion."""
-    w = [m.group().lower() for m in _words(source)]
-    n = ECHO_WORDS
-    return frozenset(tuple(w[i : i + n]) for i in range(len(w) - n + 1))
+    return frozenset(_runs([w.lower() for w in _WORD.findall(source)]))
 
 
 def strip_echo(text: str, sources: Iterable[str]) -> str:
     """``text`` with every run of >= ECHO_WORDS words copied from ``sources`` replaced by
     ``ECHOED`` (see the module docstring)."""
     n = ECHO_WORDS
-    grams = [g for g in map(_grams, sources) if g]
     words = _words(text)
-    if not grams or len(words) < n:
+    if len(words) < n:
         return text
-    lowered = [m.group().lower() for m in words]
+    grams = [g for g in map(_grams, sources) if g]
+    if not grams:
+        return text
     covered = [False] * len(words)
-    for i in range(len(words) - n + 1):
-        gram = tuple(lowered[i : i + n])
+    for i, gram in enumerate(_runs([m.group().lower() for m in words])):
         if any(gram in g for g in grams):
             covered[i : i + n] = [True] * n
     out, pos, i = [], 0, 0
@@ -366,7 +369,9 @@ def _last_number(text: str) -> str | None:
     return None if _unsolved(segment) else normalize_number(last.group())
 
 
-def _number_readings(text: str, echo: Sequence[str]) -> tuple[str | None, str | None]:
+# GSM8K reads each completion twice in a row (its reading, then the strict one): one pass.
+@lru_cache(maxsize=64)
+def _number_readings(text: str, echo: tuple[str, ...]) -> tuple[str | None, str | None]:
     text = strip_echo(text, echo)
     stated = _stated_numbers(text)
     retractions = [m.end() for m in _RETRACTION_NUM.finditer(text)]
@@ -392,14 +397,14 @@ def parse_number(text: str, echo: Sequence[str] = ()) -> str | None:
 
     Numbers in text echoed from ``echo`` (the question) are not read at all.
     """
-    return _number_readings(text, echo)[0]
+    return _number_readings(text, tuple(echo))[0]
 
 
 def parse_number_strict(text: str, echo: Sequence[str] = ()) -> str | None:
     """Only a stated answer (as in ``parse_number``'s rule 1, not withdrawn afterwards) or a
     completion that is nothing but a number; None otherwise. Like lm-evaluation-harness's
     strict-match, it shows how much of the flexible reading rests on the last-number guess."""
-    return _number_readings(text, echo)[1]
+    return _number_readings(text, tuple(echo))[1]
 
 
 # -- multiple choice ----------------------------------------------------------------------

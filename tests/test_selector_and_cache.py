@@ -221,3 +221,39 @@ async def test_further_draws_under_a_fixed_seed_get_their_own_seed(data_dir: Pat
                               exemplar_pool=[], previous=[], cache_seed="s#0")  # fmt: skip
         await STRATEGIES["self_consistency"](ctx)
         assert seeds == expected
+
+
+def test_cache_keys_stay_what_earlier_versions_wrote() -> None:
+    # A changed key silently turns every user's cache cold: these were computed by the
+    # release before the key's serialisation was made faster.
+    from hpt.backends import Message
+    from hpt.backends.cache import cache_key
+
+    messages = [
+        Message(role="user", content='héllo "x" \u2028'),
+        Message(role="assistant", content=""),
+    ]
+    params = [
+        GenerationParams(),
+        GenerationParams(
+            temperature=0,
+            top_p=1,
+            max_tokens=5,
+            repetition_penalty=None,
+            seed=3,
+            stop=["\n", 'é"'],
+            logprobs=True,
+        ),
+        GenerationParams(temperature=1.25, repetition_penalty=1.0),
+    ]
+    keys = [
+        cache_key(
+            provider="openai", model="m", endpoint="e", params=p, messages=messages, seed="s#1"
+        )
+        for p in params
+    ]
+    assert keys == [
+        "322396e3e72aaa6b287c2f0c1f23041c99c98cc3da5d904dbdb7a4f0232e8bc4",
+        "07e9fc20c52d6a06c8ed7a3cd3ffe8d364e8f9e8bc1f42496e0bfac4005f8fae",
+        "8a54709bbd1afea3650a4be27fe55acfce424a595706f4146bbe67f901dbbb24",
+    ]

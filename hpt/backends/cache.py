@@ -61,12 +61,13 @@ def cache_key(
     seed: str,
 ) -> str:
     # Fixed field order (GenerationParams' own, then a fixed list) makes the JSON canonical;
-    # pydantic-core's serializer is several times faster than json.dumps here.
+    # pydantic-core's serializer is several times faster than json.dumps here, and writes
+    # the params model as the same object its model_dump(mode="json") would give.
     identity = (
         provider,
         model,
         endpoint,
-        params.model_dump(mode="json"),
+        params,
         [(m.role, m.content) for m in messages],
         seed,
     )

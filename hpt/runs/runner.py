@@ -272,7 +272,8 @@ async def run_evaluation(
 # opening its connection at the start) come back in the same instant from a server of steady
 # latency, and each response then waits behind the whole burst in the event loop, wave after
 # wave. Started about one call's CPU apart, the waves stay spread: at 128 in flight x 200 ms
-# (bench/vs_raw_client.py) calls/s rose from 0.94-0.96 to 0.99 of a bare client's.
+# (bench/vs_raw_client.py) calls/s rose from 0.94-0.96 of a bare client's to 0.99-1.02 (and
+# 0.97-0.99 of a bare client paced alike).
 START_PACE_S = 0.0005
 
 # Objects a climb allocates between young collections. At CPython's default (700) the

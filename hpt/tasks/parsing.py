@@ -38,14 +38,14 @@ def _words(text: str) -> list[re.Match[str]]:
     return list(_WORD.finditer(text))
 
 
-# A climb's levels check one after another, and about as many samples as --concurrency are
-# climbing at once: 256 sources keep every climb's passage without holding a whole run's
-# (a long note's word runs take ~100 KB).
 def _runs(words: Sequence[str]) -> Iterable[tuple[str, ...]]:
     """Every run of ECHO_WORDS consecutive words, in order."""
     return zip(*(words[i:] for i in range(ECHO_WORDS)), strict=False)  # the shortest ends it
 
 
+# A climb's levels check one after another, and about as many samples as --concurrency are
+# climbing at once: 256 sources keep every climb's passage without holding a whole run's
+# (a long note's word runs take ~100 KB).
 @lru_cache(maxsize=256)
 def _grams(source: str) -> frozenset[tuple[str, ...]]:
     """A source's runs of ECHO_WORDS words, once per source: every level of a climb strips

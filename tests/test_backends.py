@@ -335,3 +335,27 @@ async def test_hf_inference_through_the_router(monkeypatch: pytest.MonkeyPatch) 
     body = fake.requests[0]
     assert body["max_tokens"] == 32 and body["seed"] == 2 and body["temperature"] == 0.6
     assert "repetition_penalty" not in body and "frequency_penalty" not in body
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        (b'{"choices": [{"message": {"content": "caf\\u00e9 \\ud83d\\ude00"}}]}', "café 😀"),
+        # A lone surrogate escape: pydantic-core's parser refuses it, Python's json reads it.
+        (b'{"choices": [{"message": {"content": "x\\ud800"}}]}', "x\ud800"),
+    ],
+)
+def test_chat_completions_read_what_json_reads(body: bytes, text: str) -> None:
+    from hpt.backends.openai_protocol import parse_chat_completion
+
+    completion = parse_chat_completion(body)
+    assert completion.text == text and completion.usage.total_tokens == 0
+
+
+def test_a_malformed_chat_completion_is_a_transient_fault() -> None:
+    from hpt.backends.errors import TransientError
+    from hpt.backends.openai_protocol import parse_chat_completion
+
+    for body in (b"{", b'{"choices": []}', b'{"choices": [{"message": {"content": 3}}]}'):
+        with pytest.raises(TransientError, match="malformed chat completion"):
+            parse_chat_completion(body)

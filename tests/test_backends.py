@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -359,3 +360,23 @@ def test_a_malformed_chat_completion_is_a_transient_fault() -> None:
     for body in (b"{", b'{"choices": []}', b'{"choices": [{"message": {"content": 3}}]}'):
         with pytest.raises(TransientError, match="malformed chat completion"):
             parse_chat_completion(body)
+
+
+@OPENAI_CLIENTS
+async def test_a_lone_surrogate_in_a_reply_becomes_a_replacement_character(
+    client: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The fake server writes JSON as Python does: the lone half as the escape "\ud800".
+    # Kept as it came, the completion could be neither cached nor recorded (not UTF-8).
+    from hpt.backends import ResponseCache
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=lambda body: "caf\u00e9 \ud800 The answer is True.")
+    async with ResponseCache(tmp_path / "cache.sqlite3") as cache:
+        with serving(fake.app()) as srv:
+            async with backend(cache=cache, provider="openai", model="test-model",
+                               endpoints=[srv.base_url], client=client) as b:  # fmt: skip
+                out = await b.complete(SYS_USER, GenerationParams())
+                again = await b.complete(SYS_USER, GenerationParams())
+    assert out.text == "caf\u00e9 \ufffd The answer is True."
+    assert again.cached and again.text == out.text and fake.served == 1

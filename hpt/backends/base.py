@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 Role = Literal["system", "user", "assistant"]
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate as U+FFFD, the replacement character. A server that
+    splits a character's bytes may send its halves as escapes ("\\ud800"); text holding one
+    cannot be written as UTF-8, so its record and cache entry could not be saved."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 class Message(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from hpt.backends.base import Completion, GenerationParams, Message
+from hpt.backends.base import Completion, GenerationParams, Message, valid_text
 from hpt.backends.cache import ResponseCache, cache_key
 from hpt.backends.errors import BackendError, FatalBackendError, TransientError
 from hpt.backends.limits import BackendLimits, BackendStats, Limiter
@@ -122,6 +122,7 @@ class ManagedBackend:
         except BackendError as exc:
             self.stats.errors += 1
             raise BackendError(redact(f"{self.name}: {exc}")) from exc
+        completion.text = valid_text(completion.text)
         if self._cache is not None and key is not None:
             await self._cache.put(key, self.transport.provider, self.transport.model, completion)
         return completion

@@ -138,3 +138,28 @@ def test_a_new_dataset_brings_its_own_table(tmp_path: Path) -> None:
     assert "## Table 1" not in md
     summary = summarize_cells(read_records(run), read_run_info(run).tasks)[0]
     assert summary.hpi == pytest.approx(1.5)
+
+
+def test_cells_come_in_one_order_whatever_order_their_records_came_in(tmp_path: Path) -> None:
+    # Records are written as calls return, so which cell's record comes first changes from
+    # run to run; summaries, reports and cells.csv must not.
+    records = [
+        make_record("s1", model="beta", level=1),
+        make_record("s1", model="alpha", mode="adaptive", threshold=0.5, level=1, iteration=1),
+        make_record("s1", model="alpha", dataset="humaneval", level=2, penalty=4.68),
+        make_record("s1", model="alpha", mode="adaptive", level=1, iteration=1),
+        make_record("s1", model="alpha", level=2),
+    ]
+    expected = [
+        ("alpha", "boolq", "standard", None),
+        ("alpha", "boolq", "adaptive", None),
+        ("alpha", "boolq", "adaptive", 0.5),
+        ("alpha", "humaneval", "standard", None),
+        ("beta", "boolq", "standard", None),
+    ]
+    for i, order in enumerate((records, records[::-1], records[2:] + records[:2])):
+        cells = [(s.model, s.dataset, s.mode, s.threshold) for s in summarize_cells(order)]
+        assert cells == expected
+        reports = collect([write_run(tmp_path / f"run{i}", order)])
+        assert [(r.summary.model, r.summary.dataset, r.summary.mode, r.summary.threshold)
+                for r in reports] == expected  # fmt: skip

@@ -135,7 +135,8 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
             acc.add(record)
     methods: list[MethodResult] = []
     ladders: list[LadderResult] = []
-    for (cell, _), acc in cells.items():
+    for cell, strategies in sorted(cells, key=lambda k: (k[0].order(), k[1])):
+        acc = cells[cell, strategies]
         s = acc.tally.summary()
         where = f"{acc.source} ({cell.title})"
         if len(acc.strategies) == 1 and cell.mode == "standard":

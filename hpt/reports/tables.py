@@ -164,7 +164,8 @@ def collect(
             seen_here.add(cell)
             acc.add(record)
     reports = []
-    for acc in cells.values():
+    for cell in sorted(cells, key=Cell.order):
+        acc = cells[cell]
         summary = acc.tally.summary()
         reports.append(
             CellReport(

@@ -134,6 +134,13 @@ class Cell:
         variant = f" · {self.variant}" if self.variant is not None else ""
         return f"{self.dataset}{at} · {self.model} · {self.mode}{variant}"
 
+    def order(self) -> tuple[object, ...]:
+        """Where the cell stands in summaries and reports: by model, dataset, the standard
+        ladder before the adaptive one, threshold and variant. Not the order of first records,
+        which follows whichever call returned first and changes from run to run."""
+        return (self.model, self.dataset, self.mode != "standard", self.mode,
+                self.threshold is not None, self.threshold or 0.0, self.variant or "")  # fmt: skip
+
     def key(self, sample_id: str, draw: int) -> tuple[object, ...]:
         """A record's identity within a run (``SampleRecord.key``)."""
         return (self.dataset, self.model, self.mode, self.threshold, self.variant, sample_id,

@@ -355,8 +355,8 @@ def summarize(
 def summarize_cells(
     records: Iterable[SampleRecord], infos: Mapping[str, TaskInfo] | None = None
 ) -> list[Summary]:
-    """One summary per cell (dataset, model, mode, threshold), in order of first record;
-    reads the records once, as a stream. ``infos``: the datasets' descriptions (run.json's)."""
+    """One summary per cell (dataset, model, mode, threshold), in ``Cell.order``; reads the
+    records once, as a stream. ``infos``: the datasets' descriptions (run.json's)."""
     tallies: dict[Cell, Tally] = {}
     for record in records:
         tally = tallies.get(record.cell)
@@ -364,4 +364,4 @@ def summarize_cells(
             info = (infos or {}).get(record.dataset)
             tally = tallies[record.cell] = Tally.of(record, info)
         tally.add(record)
-    return [t.summary() for t in tallies.values()]
+    return [tallies[cell].summary() for cell in sorted(tallies, key=Cell.order)]

@@ -35,7 +35,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     reports = tables.collect(args.run_dirs, describe=installed_descriptions().get, scores=scores)
     if not reports:
         raise RunDirError(f"no records in {', '.join(map(str, args.run_dirs))}")
-    models = list(dict.fromkeys(r.summary.model for r in reports))
+    models = tables.model_names(reports)
     if len(models) < 2:
         raise ReportError(
             f"nothing to compare: the records hold one model ({models[0]}); "

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from hpt.reports.comparisons import Comparison, where
-from hpt.reports.tables import CellReport
+from hpt.reports.tables import CellReport, model_names
 
 FORMATS = ("png", "svg")
 
@@ -31,7 +31,7 @@ def _column(r: CellReport) -> str:
 def hpi_chart(reports: list[CellReport], out: Path) -> list[Path]:
     """HPI per dataset, one bar per model, with 95% bootstrap intervals."""
     columns = list(dict.fromkeys(_column(r) for r in reports))
-    models = list(dict.fromkeys(r.summary.model for r in reports))
+    models = model_names(reports)
     width = 0.8 / len(models)
     # Figure, not pyplot: no global state, no display backend chosen behind our back.
     fig = Figure(figsize=(max(6.0, 1.3 * len(columns) * max(1, len(models)) ** 0.5), 4.2))

@@ -213,7 +213,8 @@ def _ci(ci: tuple[float, float] | None, digits: int = 2) -> str:
     return "" if ci is None else f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
-def _models(reports: list[CellReport]) -> list[str]:
+def model_names(reports: list[CellReport]) -> list[str]:
+    """The reports' models, each once, in report order."""
     return list(dict.fromkeys(r.summary.model for r in reports))
 
 
@@ -319,7 +320,7 @@ def declared_table(
         at = f" @{t:g}" if t is not None else ""
         header += [f"{d} {_label(c, infos[d])}{at}" for c in table.columns]
     rows = []
-    for model in _models(reports):
+    for model in model_names(reports):
         row = [model]
         for d, t in groups:
             match: dict[str, object] = {"dataset": d, "model": model, "mode": mode}
@@ -342,7 +343,7 @@ def table_adaptive_hpi(reports: list[CellReport]) -> str | None:
         return None
     header = ["model"] + [d + (f" ({t:g})" if t is not None else "") for d, t in columns]
     rows = []
-    for model in _models(reports):
+    for model in model_names(reports):
         row = [model]
         for d, t in columns:
             cell = _pick(reports, dataset=d, model=model, mode="adaptive", threshold=t)
@@ -358,7 +359,7 @@ def table_adaptive_scores(reports: list[CellReport]) -> str | None:
     adaptive = [r for r in reports if r.summary.mode == "adaptive"]
     if not adaptive:
         return None
-    models = _models(adaptive)
+    models = model_names(adaptive)
     keys = list(dict.fromkeys((r.summary.dataset, r.summary.threshold) for r in adaptive))
     rows = []
     for d, t in keys:

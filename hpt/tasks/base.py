@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from hpt.backends import Backend, GenerationParams
 from hpt.prompts import FieldValue, PromptSet
 from hpt.results.info import ReportTable, TaskInfo
+from hpt.results.penalties import UNSTATED, PenaltySource
 from hpt.results.records import Attempt, Call, Reading, Verdict
 from hpt.tasks import tables
 
@@ -57,8 +58,12 @@ class Task(ABC):
     hub_id: ClassVar[str]
     hub_config: ClassVar[str | None] = None
     hub_split: ClassVar[str]
-    # HPI_dataset: the human-annotated penalty for an unresolved sample (HPT table 4).
+    # HPI_dataset: what an unresolved sample scores beyond the ladder's m levels, and where
+    # that value comes from (hpt.results.penalties: TABLE_4 for HPT's human-annotated
+    # values, ``borrowed(...)`` or ``convention(...)`` for a stand-in nobody measured). A
+    # run saves both in run.json and says once when no human measured it.
     penalty: ClassVar[float]
+    penalty_source: ClassVar[PenaltySource] = UNSTATED
     # How reports show the dataset: its kind, headline metric, and the table it joins
     # (``rank`` orders the datasets inside it). Saved in run.json by ``info()``.
     kind: ClassVar[str] = "answer"

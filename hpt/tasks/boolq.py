@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, Sample, Task
 from hpt.tasks.parsing import parse_bool
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
@@ -15,6 +16,7 @@ class BoolQ(Task):
     hub_id = "google/boolq"
     hub_split = "validation"
     penalty = 1.71
+    penalty_source = TABLE_4
     report_rank = 3
     guess_options = 2
 

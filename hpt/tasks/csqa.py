@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, Sample, Task
 from hpt.tasks.parsing import parse_sample_choice
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
@@ -17,6 +18,7 @@ class CommonsenseQA(Task):
     hub_id = "tau/commonsense_qa"
     hub_split = "validation"
     penalty = 2.52
+    penalty_source = TABLE_4
     report_rank = 4
 
     def _make(

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from hpt.backends import Backend, GenerationParams
 from hpt.depth.answering import DEPTH_MODES, AnswerMemo, DepthJudge, DepthPrompts
 from hpt.depth.graph import QuestionGraph, load_graph_dir, load_graph_hub, load_questions_only
+from hpt.results.penalties import convention
 from hpt.results.records import Attempt
 from hpt.tasks import tables
 from hpt.tasks.base import Check, DatasetError, Sample, Task
@@ -32,8 +33,9 @@ class DepthQA(Task):
     hub_id = "kaist-ai/DepthQA"
     hub_split = "test"
     # HPT's table 4 has no human-annotated penalty for DepthQA: an unresolved node costs
-    # one level beyond the ladder.
+    # one level beyond the ladder until `hpt annotate depthqa` measures one.
     penalty = 1.0
+    penalty_source = convention("hpt's convention: one level beyond the ladder")
     kind = "depth"
     metric = "mean judge score"
     report_table = tables.DEPTH

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, Sample, Task
 from hpt.tasks.parsing import normalize_number, parse_number, parse_number_strict
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
@@ -35,6 +36,7 @@ class GSM8K(Task):
     hub_config = "main"
     hub_split = "test"
     penalty = 2.14
+    penalty_source = TABLE_4
     report_rank = 2
 
     def _rows(self, split: str) -> list[tuple[str, dict[str, Any]]]:

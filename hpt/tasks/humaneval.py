@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any
 
+from hpt.results.penalties import TABLE_4
 from hpt.tasks import tables
 from hpt.tasks.base import Check, DatasetError, Sample, Task
 from hpt.tasks.sandbox import Sandbox
@@ -61,6 +62,7 @@ class HumanEval(Task):
     hub_id = "openai/openai_humaneval"
     hub_split = "test"
     penalty = 4.68
+    penalty_source = TABLE_4
     kind = "code"
     metric = "pass@1"
     report_table = tables.CODE

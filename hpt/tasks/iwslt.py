@@ -17,6 +17,7 @@ import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from hpt.results.penalties import TABLE_4
 from hpt.results.textmetrics import SENTENCE_BLEU, sentence_bleu
 from hpt.tasks.base import DatasetError, Sample
 from hpt.tasks.generation import GenerationTask, drop_runs, words
@@ -77,6 +78,7 @@ class IWSLT(GenerationTask):
     hub_config = "iwslt2017-en-fr"
     hub_split = "test"
     penalty = 1.92
+    penalty_source = TABLE_4
     default_threshold = 0.15
     metric_name = "sentence BLEU"
     metric_description = SENTENCE_BLEU

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from hpt.results.penalties import borrowed
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
 from hpt.tasks.mmlu_pro import LETTERS, TRAIN_SEED, ChoiceTask, choice_sample
 from hpt.tasks.sources import DATA_DIR_ENV, load_hub
@@ -209,8 +210,10 @@ class MEDEC(HubOnly):
     hub_id = "sauravlmx/MEDEC-MS"
     hub_split = "test_ms"
     hub_train_split = "train_ms"
-    # HPT's table 4 gives no penalty for MEDEC: BoolQ's (1.71), the other binary verdict.
+    # HPT's table 4 gives no penalty for MEDEC: BoolQ's (1.71), the other binary verdict,
+    # stands in until `hpt annotate medec` measures one.
     penalty = 1.71
+    penalty_source = borrowed("BoolQ")
     report_rank = 13
     guess_options = 2  # the flag: ERROR or CORRECT
 

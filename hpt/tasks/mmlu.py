@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, Sample, Task
 from hpt.tasks.parsing import parse_sample_choice
 from hpt.tasks.sources import load_hub, read_csv_rows
@@ -19,6 +20,7 @@ class MMLU(Task):
     hub_config = "all"
     hub_split = "test"
     penalty = 3.03
+    penalty_source = TABLE_4
     report_rank = 1
 
     def _make(

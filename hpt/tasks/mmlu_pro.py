@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from hpt.results.penalties import borrowed
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
 from hpt.tasks.parsing import parse_sample_choice
 from hpt.tasks.sources import load_hub, read_jsonl, require_file
@@ -49,8 +50,11 @@ class ChoiceTask(Task):
     """A multiple-choice task: fields ``question`` and ``options`` ((letter, text) pairs),
     target the correct letter."""
 
-    # HPT's table 4 gives no penalty for these datasets: MMLU's (3.03), the closest kind.
+    # HPT's table 4 gives no penalty for these datasets (MMLU-Pro, GPQA, HeadQA,
+    # MedBullets): MMLU's (3.03), the closest kind, stands in until `hpt annotate` measures
+    # one, and says so.
     penalty = 3.03
+    penalty_source = borrowed("MMLU")
     # Meta key whose value groups exemplars with the sample (MMLU's subject); None: any.
     exemplar_group: ClassVar[str | None] = None
 

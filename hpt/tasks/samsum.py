@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from hpt.results.penalties import TABLE_4
 from hpt.results.textmetrics import ROUGE_L, rouge_l
 from hpt.tasks.base import Sample
 from hpt.tasks.generation import GenerationTask, drop_runs, words
@@ -65,6 +66,7 @@ class SAMSum(GenerationTask):
     hub_id = "knkarthick/samsum"
     hub_split = "test"
     penalty = 2.23
+    penalty_source = TABLE_4
     default_threshold = 0.20
     metric_name = "ROUGE-L F"
     metric_description = ROUGE_L

@@ -394,14 +394,122 @@ def test_a_dspy_helm_agent_asks_with_the_datasets_helm_prompt(
 @pytest.mark.parametrize(
     ("reply", "read"),
     [
-        # A ChainOfThought reply without its reasoning field: DSPy cannot parse it, the task
-        # reads the answer field (the marker lines made "C" unreadable to the MCQ reader).
+        # A first reply DSPy could not parse (a ChainOfThought reply without its reasoning
+        # field) is read, for its first_reply reading, by its answer field (the marker lines
+        # made "C" unreadable to the MCQ reader), else without the marker lines.
         ("[[ ## answer ## ]]\nC\n\n[[ ## completed ## ]]", "C"),
         ("[[ ## reasoning ## ]]\nB is right.\n[[ ## completed ## ]]", "B is right."),
         ("The correct answer is (B).", "The correct answer is (B)."),
     ],
 )
-def test_an_unparsed_dspy_reply_gives_the_task_its_answer_field(reply: str, read: str) -> None:
+def test_an_unparsed_first_reply_is_read_by_its_answer_field(reply: str, read: str) -> None:
     from hpt.graphs.structured_strategies import field_text
 
     assert field_text(reply, "answer") == read
+
+
+# ---------------------------------------------------------------- DSPy's two replies
+
+
+def _json_request(body: dict[str, Any]) -> bool:
+    """A request from the JSONAdapter that DSPy's ChatAdapter falls back to."""
+    return "Outputs will be a JSON object" in body["messages"][0]["content"]
+
+
+def test_dspy_is_scored_on_its_prediction_and_keeps_the_first_reply(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """The issue's three cases through the real dspy library, hpt's engine and a scripted
+    server: a first reply that is right but not in DSPy's format, then a fallback reply DSPy
+    cannot parse either, is no prediction (unresolved, with why), never the fallback's stray
+    number or letter; a fallback that parses is DSPy's prediction. Both replies are recorded,
+    and the first one's reading is kept as ``first_reply`` and summarised per cell."""
+    from hpt.tasks import task_class
+
+    chosen = {}
+    for dataset in ("gsm8k", "mmlu_pro"):
+        task = task_class(dataset)(data_dir)
+        for i, s in enumerate(task.choose(task.load_samples(), 4, 0)):
+            chosen[str(s.fields["question"]).strip()] = (dataset, i, s)
+
+    def which(messages: list[dict[str, Any]]) -> tuple[str, int, Any]:
+        asked = messages[-1]["content"].split("[[ ## question ## ]]", 1)[1].lstrip()
+        return next(v for q, v in chosen.items() if asked.startswith(q))
+
+    def reply(body: dict[str, Any]) -> str:
+        dataset, i, s = which(body["messages"])
+        fallback = _json_request(body)
+        cot = "`reasoning`" in body["messages"][0]["content"]
+        if dataset == "mmlu_pro":  # mmlu_pro-11782: right first, then a stray letter
+            wrong = "A" if s.target != "A" else "B"
+            return f"({wrong}) Velocity is the rate." if fallback else (
+                f"The correct answer is ({s.target}).")  # fmt: skip
+        right, wrong = s.target, str(int(s.target) + 1)
+        if i == 0:  # gsm8k-746: right first, then malformed JSON without the answer field
+            return '{"reasoning": {"answer": 2}' if fallback else f"The answer is {right}."
+        if i == 1:  # wrong first; the fallback parses, and that is DSPy's prediction
+            if fallback:
+                return json.dumps({"reasoning": "Add them.", "answer": right} if cot else
+                                  {"answer": right})  # fmt: skip
+            return f"The answer is {wrong}."
+        if i == 2:  # DSPy's own format at once: one call, nothing to fall back on
+            fields = {"reasoning": "Add them.", "answer": right} if cot else {"answer": right}
+            return "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + (
+                "[[ ## completed ## ]]")  # fmt: skip
+        # gsm8k-738: wrong first, then a count that is no answer field at all
+        return '"response_count": 15738459' if fallback else f"The answer is {wrong}."
+
+    fake = FakeOpenAI(responder=reply)
+    server = ServerThread(fake.app()).start()
+    try:
+        cot_out, predict_out = tmp_path / "cot", tmp_path / "predict"
+        run(spec(server, cot_out, "dspy_cot", dataset=["gsm8k", "mmlu_pro"], limit=4,
+                 data_dir=data_dir))  # fmt: skip
+        run(spec(server, predict_out, "dspy_predict", dataset=["gsm8k"], limit=4,
+                 data_dir=data_dir))  # fmt: skip
+    finally:
+        server.stop()
+
+    for out in (cot_out, predict_out):
+        by_index = {which(r["attempts"][0]["calls"][0]["messages"])[:2]: r
+                    for r in records(out)}  # fmt: skip
+        # Right first, malformed fallback: no prediction, unresolved, not "2".
+        (a,) = by_index["gsm8k", 0]["attempts"]
+        assert (a["resolved"], a["parsed"], a["completion"]) == (False, None, None)
+        assert a["detail"].startswith("no prediction: DSPy could not parse the reply in its "
+                                      "chat format nor the JSON fallback reply")  # fmt: skip
+        assert [c["purpose"] for c in a["calls"]] == ["answer", "answer (JSON fallback)"]
+        assert a["calls"][1]["completion"] == '{"reasoning": {"answer": 2}'
+        target = by_index["gsm8k", 0]["target"]
+        assert a["alternatives"] == {"first_reply": {"parsed": target, "resolved": True}}
+        # Wrong first, a fallback that parses: DSPy's prediction decides.
+        (a,) = by_index["gsm8k", 1]["attempts"]
+        assert a["resolved"] and a["completion"] == by_index["gsm8k", 1]["target"]
+        assert a["alternatives"]["first_reply"]["resolved"] is False
+        assert "JSON fallback" in a["notes"]["dspy"]
+        # DSPy's format at once: one call, no first_reply reading.
+        (a,) = by_index["gsm8k", 2]["attempts"]
+        assert a["resolved"] and len(a["calls"]) == 1 and "first_reply" not in a["alternatives"]
+        # Wrong first, a count for the fallback: no prediction, never 15738459.
+        (a,) = by_index["gsm8k", 3]["attempts"]
+        assert (a["resolved"], a["parsed"]) == (False, None)
+        assert "cannot be serialized to a JSON object" in a["detail"]
+        assert a["alternatives"]["first_reply"]["resolved"] is False
+
+    # mmlu_pro-11782: the right first reply, then "(A) ...": no prediction, not A.
+    mmlu = [r for r in records(cot_out) if r["dataset"] == "mmlu_pro"]
+    assert len(mmlu) == 4 and all(r["resolved_level"] is None for r in mmlu)
+    for r in mmlu:
+        (a,) = r["attempts"]
+        assert a["parsed"] is None and a["detail"].startswith("no prediction")
+        assert a["alternatives"]["first_reply"] == {"parsed": r["target"], "resolved": True}
+
+    # Per cell: how often the adapter fell back, and how often the first reply would have
+    # resolved differently.
+    cells = {c["dataset"]: c for c in json.loads((cot_out / "summary.json").read_text())["cells"]}
+    gsm = cells["gsm8k"]["readings"]["first_reply"]
+    assert (gsm["attempts"], gsm["disagreements"], gsm["resolved_flips"]) == (3, 3, 2)
+    assert cells["gsm8k"]["accuracy"] == 0.5
+    mm = cells["mmlu_pro"]["readings"]["first_reply"]
+    assert (mm["attempts"], mm["resolved_flips"]) == (4, 4)
+    assert cells["mmlu_pro"]["accuracy"] == 0.0

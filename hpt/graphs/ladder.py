@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from hpt.backends import Backend, BackendError, FatalBackendError, GenerationParams
 from hpt.graphs.state import LadderState
-from hpt.graphs.strategies import STRATEGIES, StrategyContext, resolve_strategies
+from hpt.graphs.strategies import STRATEGIES, NoAnswer, StrategyContext, resolve_strategies
 from hpt.results.records import Attempt, Call
 from hpt.tasks import Check, Sample, Task
 from hpt.tasks.extractor import PURPOSE as EXTRACT
@@ -113,6 +113,8 @@ def _node(
             raise
         except BackendError as exc:
             outcome = {"error": str(exc)}
+        except NoAnswer as exc:
+            outcome = {"detail": str(exc), "alternatives": ctx.alternatives}
         else:
             outcome = {
                 "completion": completion,
@@ -120,7 +122,7 @@ def _node(
                 "resolved": check.resolved,
                 "detail": check.detail,
                 "score": check.score,
-                "alternatives": check.alternatives,
+                "alternatives": {**check.alternatives, **ctx.alternatives},
                 "verdict": check.verdict,
             }
         attempt = Attempt(

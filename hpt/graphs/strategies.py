@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.prompts import FieldValue
-from hpt.results.records import Attempt, Call, mean_token_prob
+from hpt.results.records import Attempt, Call, Reading, mean_token_prob
 from hpt.tasks import Sample, Task
 
 if TYPE_CHECKING:
@@ -55,6 +55,9 @@ class StrategyContext:
     # The cell beyond this sample (run directory, per-cell memo, prompt model, --program
     # files): what the DSPy strategies share across samples. None outside a run.
     run: CellRuntime | None = None
+    # Readings the strategy makes beside the task's, by name (DSPy's "first_reply" when its
+    # adapter fell back); the attempt records them with its alternatives.
+    alternatives: dict[str, Reading] = field(default_factory=dict)
 
     def params_as(self, kind: type[P]) -> P:
         """The strategy's parameters as the model it registered (defaults when unset)."""
@@ -106,6 +109,11 @@ DEFAULT_LADDER = ("role", "zero_shot_cot", "three_shot_cot", "least_to_most", "g
 
 class UnknownStrategyError(ValueError):
     pass
+
+
+class NoAnswer(Exception):
+    """The strategy's calls gave nothing for the task to read (DSPy parsed no reply into a
+    prediction): the attempt is unresolved, with this message as its detail."""
 
 
 def strategy(name: str, params: type[BaseModel] = NoParams) -> Callable[[StrategyFn], StrategyFn]:

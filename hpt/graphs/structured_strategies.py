@@ -9,11 +9,12 @@ of language models" (DSPy-HELM) as strategies, each usable alone or as a ladder 
   (never the test set), with the task's own check as the metric; every test sample then runs
   the optimised program.
 
-The completion a task checks is the program's output field. Every model call -- the
-optimisers' too -- goes through hpt's backend (limits, retries, cache; hpt.structured.engine).
-Optimised programs are saved as DSPy JSON in ``RUN/programs/`` with a ``.meta.json`` (the
-optimisation's calls and tokens) and reused on ``--resume``; ``--program STRATEGY=FILE``
-loads a saved program instead of optimising.
+The completion a task checks is DSPy's prediction, the program's output field (after DSPy's
+JSON fallback where its chat format did not parse; no prediction: unresolved). Every model
+call -- the optimisers' too -- goes through hpt's backend (limits, retries, cache;
+hpt.structured.engine). Optimised programs are saved as DSPy JSON in ``RUN/programs/`` with a
+``.meta.json`` (the optimisation's calls and tokens) and reused on ``--resume``;
+``--program STRATEGY=FILE`` loads a saved program instead of optimising.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from hpt.backends import Message
-from hpt.graphs.strategies import StrategyContext, UnknownStrategyError, strategy
+from hpt.graphs.strategies import NoAnswer, StrategyContext, UnknownStrategyError, strategy
+from hpt.results.records import Reading
 from hpt.structured.engine import (
     EVALUATION,
+    JSON_FALLBACK,
     EngineBinding,
     Meter,
+    adapter_labels,
     backend_error_in,
     import_dspy,
     parse_error_in,
@@ -54,6 +58,12 @@ from hpt.structured.programs import (
 
 HELM = "helm_baseline"
 DSPY_STRATEGIES = ("dspy_predict", "dspy_cot", "dspy_bfrs", "dspy_mipro")
+# The purposes of DSPy's answering calls: its chat-format request, and the JSON request its
+# ChatAdapter falls back to when it cannot parse the reply.
+ANSWER = "answer"
+FALLBACK = f"{ANSWER} ({JSON_FALLBACK})"
+# The first reply's reading by the task, recorded where the adapter fell back.
+FIRST_REPLY = "first_reply"
 
 
 @strategy(HELM)
@@ -140,30 +150,67 @@ async def _program(
 async def _answer(
     ctx: StrategyContext, name: str, module: Module, optimiser: Optimiser | None = None
 ) -> str:
+    """DSPy's prediction: the program's output field, as the paper's pipeline scores it.
+
+    When DSPy's ChatAdapter cannot parse a reply it asks again for JSON (its JSONAdapter
+    fallback), and the prediction is what that second reply parses to. Both calls are
+    recorded; the first reply, read by the task, is kept as the "first_reply" reading. When
+    neither reply parses, DSPy has no prediction: ``NoAnswer`` (unresolved), never the raw
+    fallback text read as if it were an answer."""
     program, spec, notes = await _program(ctx, name, module, optimiser)
     ctx.notes.update(notes)
     meter = ctx.run.meter(name) if ctx.run is not None else Meter()
     binding = EngineBinding(ctx.model, asyncio.get_running_loop(), ctx.params, ctx.cache_seed,
-                            EVALUATION, meter, purpose="answer", calls=ctx.calls)  # fmt: skip
+                            EVALUATION, meter, purpose=ANSWER, calls=ctx.calls)  # fmt: skip
     dspy = import_dspy()
     first = len(ctx.calls)
+    failure: BaseException | None = None
     try:
-        with dspy.context(lm=_make_lm(binding), adapter=dspy.ChatAdapter()):
+        with dspy.context(lm=_make_lm(binding), adapter=dspy.ChatAdapter(),
+                          callbacks=[adapter_labels(binding)]):  # fmt: skip
             prediction = await program.acall(**spec.render(ctx.task, ctx.sample))
     except Exception as exc:
         backend = backend_error_in(exc)
         if backend is not None:
             raise backend from None
-        parse = parse_error_in(exc)
-        if parse is None or len(ctx.calls) == first:
+        failure = parse_error_in(exc)
+        if failure is None:
             raise
-        # The reply is not all in DSPy's format (a ChainOfThought reply without its
-        # reasoning field): the task reads the output field if there is one, else the reply
-        # without DSPy's field markers; the last reply, after DSPy's own retry.
-        ctx.notes["dspy"] = "DSPy could not parse the reply; the task read it as written"
-        return field_text(ctx.calls[-1].completion, spec.output)
+    calls = ctx.calls[first:]
+    fell_back = any(c.purpose == FALLBACK for c in calls)
+    if fell_back:
+        reply = next(c.completion for c in calls if c.purpose == ANSWER)
+        ctx.alternatives[FIRST_REPLY] = await _reading(ctx, field_text(reply, spec.output))
+    if failure is not None:
+        raise NoAnswer(_no_prediction(failure, fell_back)) from None
+    if fell_back:
+        ctx.notes["dspy"] = ("DSPy's chat adapter could not parse the first reply; the answer "
+                             "is what its JSON fallback reply parsed to")  # fmt: skip
     answer = prediction.get(spec.output)
     return "" if answer is None else str(answer)
+
+
+async def _reading(ctx: StrategyContext, text: str) -> Reading:
+    """``text`` read by the task's own reader (never an extractor model)."""
+    check = await ctx.task.acheck(ctx.sample, text, ctx.shared_seed)
+    ctx.calls.extend(check.calls)  # a judge's calls belong to the attempt it judged
+    return Reading(parsed=check.parsed, resolved=check.resolved)
+
+
+def _no_prediction(error: BaseException, fell_back: bool) -> str:
+    """Why DSPy gave no prediction, from its AdapterParseError."""
+    signature = getattr(error, "signature", None)
+    parsed = getattr(error, "parsed_result", None)
+    wanted = list(getattr(signature, "output_fields", {}) or {})
+    if isinstance(parsed, dict) and wanted:
+        missing = [f for f in wanted if f not in parsed]
+        why = f"it has no {', '.join(missing)} field" if missing else "a field did not parse"
+    else:
+        message = str(getattr(error, "message", "") or error).strip()
+        why = message.splitlines()[0] if message else type(error).__name__
+    which = ("DSPy could not parse the reply in its chat format nor the JSON fallback reply"
+             if fell_back else "DSPy could not parse the reply")  # fmt: skip
+    return f"no prediction: {which} ({why.rstrip('.')})"
 
 
 _MARKER = re.compile(r"^\s*\[\[\s*##\s*(\w+)\s*##\s*\]\]\s*$", re.MULTILINE)

@@ -297,6 +297,30 @@ def make_lm(binding: EngineBinding) -> Any:
     )
 
 
+# What a call's purpose says when DSPy's ChatAdapter could not parse the reply to its
+# chat-format request and asked again, through a JSONAdapter, for a JSON object.
+JSON_FALLBACK = "JSON fallback"
+
+
+def adapter_labels(binding: EngineBinding) -> Any:
+    """A DSPy callback naming each call of ``binding`` by the adapter that formatted its
+    request: ``binding.purpose`` for DSPy's chat format, "PURPOSE (JSON fallback)" for the
+    JSONAdapter that ChatAdapter falls back to. For one program call at a time (it sets the
+    binding's purpose before each request)."""
+    base: Any = dspy_module("utils.callback").BaseCallback
+    json_adapter: type = import_dspy().JSONAdapter
+    purpose = binding.purpose
+    fallback = f"{purpose} ({JSON_FALLBACK})"
+
+    class AdapterLabels(base):  # type: ignore[misc]
+        def on_adapter_format_start(
+            self, call_id: str, instance: Any, inputs: dict[str, Any]
+        ) -> None:
+            binding.purpose = fallback if isinstance(instance, json_adapter) else purpose
+
+    return AdapterLabels()
+
+
 E = TypeVar("E", bound=BaseException)
 
 

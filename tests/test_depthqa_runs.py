@@ -5,6 +5,7 @@ in the summary computed by hand."""
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 from pathlib import Path
@@ -148,8 +149,18 @@ def test_four_modes_one_record_per_node_and_each_prompt_once(scripted, tmp_path:
     report = hpt("report", str(out), "--no-plots")
     assert report.returncode == 0, report.stderr
     assert "## DepthQA · mean judge score per depth" in report.stdout
-    row = "| openai:test-model | zero-shot | 5.00 [5.00, 5.00] | 4.00 [4.00, 4.00] | 1.00 [1.00, 1.00] | 0.42 | 0.00 | 0 |"
-    assert row in report.stdout
+    # HPI (5 x 1 + 1 x 2) / 6; each depth mean beside the nodes it rests on.
+    row = _report_row(report.stdout, "zero-shot")
+    assert row[0].startswith("1.17 [") and row[1:] == [
+        "5.00 [5.00, 5.00]", "3", "4.00 [4.00, 4.00]", "2", "1.00 [1.00, 1.00]", "1", "0.42",
+        "0.00", "6", "0"]  # fmt: skip
+
+
+def _report_row(report: str, variant: str) -> list[str]:
+    """The DepthQA table's cells after the model and variant, for one variant."""
+    table = report.split("## DepthQA · mean judge score per depth", 1)[1].split("\n## ", 1)[0]
+    line = next(x for x in table.splitlines() if x.startswith(f"| openai:test-model | {variant} |"))
+    return [cell.strip() for cell in line.strip("|").split("|")][2:]
 
 
 def test_prompts_do_not_depend_on_how_the_graph_lists_its_nodes(scripted, tmp_path: Path) -> None:
@@ -171,6 +182,7 @@ def test_prompts_do_not_depend_on_how_the_graph_lists_its_nodes(scripted, tmp_pa
                     # Which of the records sharing a call made it is a race; how many calls
                     # were made is not.
                     paid += not c.pop("cached")
+                    c.pop("shared", None)  # the same race: who asked first
         assert paid == len(set(fake.responder.answers)) + len(set(fake.responder.judged))
         fake.responder.judged.clear()
         prompts.append(json.dumps(records, sort_keys=True))
@@ -210,10 +222,38 @@ def test_missing_judge_scores_are_missing_not_zero(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     recs = _records(out)
     assert all(r["judge_score"] is None and len(r["judge_replies"]) == 3 for r in recs)
+    # Not unresolved (m + penalty): not scored at all.
+    assert all(r["hpi_score"] is None and r["resolved_level"] is None for r in recs)
     cell = json.loads((out / "summary.json").read_text())["cells"][0]
     assert cell["judge_missing"] == 6 and cell["depth_scores"] == {"1": None, "2": None,
                                                                     "3": None}  # fmt: skip
+    assert cell["depth_nodes"] == {"1": 0, "2": 0, "3": 0}
     assert cell["forward_discrepancy"]["overall"]["value"] is None
+    assert (cell["n"], cell["samples"], cell["unresolved"], cell["errors"]) == (0, 6, 0, 0)
+    assert cell["hpi"] is None and cell["accuracy"] is None and cell["level1_accuracy"] is None
+    assert cell["level_counts"] == {"1": 0} and cell["strategies"] == ["depth_zero_shot"]
+
+    # The end-of-run table and hpt summarize: no HPI, no accuracy, the one level the cell has.
+    summarized = hpt("summarize", str(out))
+    assert summarized.returncode == 0, summarized.stderr
+    for text in (result.stdout, summarized.stdout):
+        lines = {" ".join(x.replace("│", " ").split()) for x in text.splitlines()}
+        assert "HPI (lower is better) - (nothing scored)" in lines, text
+        assert "HPF accuracy - (nothing scored)" in lines
+        assert "resolved at L1 depth_zero_shot 0" in lines
+        assert "judge gave no score (not scored) 6" in lines
+        assert "mean judge score, depth 1 - (no scored node)" in lines
+        assert "samples scored / recorded 0 / 6" in lines
+        assert "resolved at L2" not in text and "2.000" not in text
+
+    report = hpt("report", str(out), "--no-plots")
+    assert report.returncode == 0, report.stderr
+    # HPI, D1, its nodes, D2, its nodes, D3, its nodes, forward, backward, scored, missing
+    assert _report_row(report.stdout, "zero-shot") == ["-", "-", "0", "-", "0", "-", "0", "-",
+                                                       "-", "0", "6"]  # fmt: skip
+    with (out / "report" / "cells.csv").open() as fh:
+        [row] = list(csv.DictReader(fh))
+    assert (row["hpi"], row["accuracy"], row["scored"], row["judge_missing"]) == ("", "", "0", "6")
 
 
 def test_graph_modes_need_the_graph(data_dir: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from hpt.backends import BackendStats
 from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
+from hpt.graphs import DEFAULT_LADDER
 from hpt.results.tally import Summary
 from hpt.runs import RunSpec
 
@@ -61,7 +62,7 @@ def test_tables_off_a_terminal_keep_every_name_whole() -> None:
 
     # The one-cell summary: its title holds the model label, and stays on one line.
     console, out = _plain()
-    print_table(console, summary_table(summaries[0], ["role", "zero_shot_cot"]))
+    print_table(console, summary_table(summaries[0], list(DEFAULT_LADDER)))
     text = out.getvalue()
     assert "…" not in text, text
     assert f"HPF · boolq · {LONG_MODEL}" in text

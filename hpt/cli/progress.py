@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -76,10 +76,13 @@ class RichProgress:
         for tally in tallies[:MAX_CELLS_SHOWN]:
             levels = " ".join(str(tally.level_counts[k]) for k in range(1, tally.m + 1))
             at = f" @{tally.threshold:g}" if tally.threshold is not None else ""
+            variant = f" · {tally.variant}" if tally.variant is not None else ""
+            missing = f"  judge gave no score {tally.judge_missing}" if tally.judge_missing else ""
             grid.add_row(
-                f"{tally.dataset}{at} · {tally.model} · {tally.mode}: HPI {_fmt(tally.hpi)}  "
-                f"per level [{levels}] unresolved {tally.unresolved}  calls {tally.calls}  "
-                f"tokens {tally.prompt_tokens}+{tally.completion_tokens}  errors {tally.errors}"
+                f"{tally.dataset}{at} · {tally.model} · {tally.mode}{variant}: HPI "
+                f"{_fmt(tally.hpi)} (scored {tally.n})  per level [{levels}] unresolved "
+                f"{tally.unresolved}  calls {tally.calls}  tokens "
+                f"{tally.prompt_tokens}+{tally.completion_tokens}  errors {tally.errors}{missing}"
             )
         if len(tallies) > MAX_CELLS_SHOWN:
             grid.add_row(f"... and {len(tallies) - MAX_CELLS_SHOWN} more cells")
@@ -103,30 +106,53 @@ def _chance(value: float | None) -> str:
     return "" if value is None else f" (chance {_fmt(value)})"
 
 
-def summary_table(summary: Summary, strategies: list[str]) -> Table:
+def _scored(value: float | None, n: int) -> str:
+    """A figure over the scored samples; with none scored there is no figure at all."""
+    return _fmt(value) if n else "- (nothing scored)"
+
+
+def _levels(summary: Summary, strategies: Sequence[str]) -> list[str]:
+    """The names of the cell's own levels: its ladder, not the run's (a DepthQA mode's cell
+    is one level, whatever --strategies said)."""
+    names = summary.strategies or strategies
+    if len(names) != summary.m:
+        names = [""] * summary.m
+    return list(names)
+
+
+def summary_table(summary: Summary, strategies: Sequence[str] = ()) -> Table:
+    """One cell's figures, each only where it means something for the cell (no level-1
+    accuracy in adaptive mode, no level the ladder lacks)."""
     kind = "adaptive HPF" if summary.mode == "adaptive" else "HPF"
     at = f" @{summary.threshold:g}" if summary.threshold is not None else ""
-    table = Table(title=f"{kind} · {summary.dataset}{at} · {summary.model}", show_header=False)
+    variant = f" · {summary.variant}" if summary.variant is not None else ""
+    table = Table(
+        title=f"{kind} · {summary.dataset}{at} · {summary.model}{variant}", show_header=False
+    )
     table.add_column(style="bold")
     table.add_column(justify="right")
-    chance = summary.chance_hpi is not None
-    table.add_row("HPI (lower is better)", _fmt(summary.hpi) + _chance(summary.chance_hpi))
-    table.add_row("HPF accuracy", _fmt(summary.accuracy) + _chance(summary.chance_accuracy))
-    table.add_row(
-        "level-1 accuracy (single prompt)",
-        _fmt(summary.level1_accuracy) + _chance(summary.chance_level1_accuracy),
-    )
-    if chance:
+    n = summary.n
+    table.add_row("HPI (lower is better)", _scored(summary.hpi, n) + _chance(summary.chance_hpi))
+    table.add_row("HPF accuracy", _scored(summary.accuracy, n) + _chance(summary.chance_accuracy))
+    if summary.mode == "standard":
+        table.add_row(
+            "level-1 accuracy (single prompt)",
+            _scored(summary.level1_accuracy, n) + _chance(summary.chance_level1_accuracy),
+        )
+    if summary.chance_hpi is not None:
         table.add_row("skill (chance 0, all at level 1: 1)", _fmt(summary.hpi_skill))
-    for level, name in enumerate(strategies, 1):
-        table.add_row(f"resolved at L{level} {name}", str(summary.level_counts.get(level, 0)))
+    for level, name in enumerate(_levels(summary, strategies), 1):
+        table.add_row(f"resolved at L{level} {name}".rstrip(),
+                      str(summary.level_counts.get(level, 0)))  # fmt: skip
     table.add_row("unresolved", str(summary.unresolved))
     if summary.text_metric is not None:
         table.add_row(summary.text_metric, _fmt(summary.text_score))
     if summary.depth_scores is not None:
+        nodes = summary.depth_nodes or {}
         for depth, mean in summary.depth_scores.items():
-            table.add_row(f"mean judge score, depth {depth}", _fmt(mean))
-        table.add_row("judge scores missing", str(summary.judge_missing))
+            table.add_row(f"mean judge score, depth {depth}", _depth_mean(mean, nodes.get(depth)))
+    if summary.judge_missing is not None:
+        table.add_row("judge gave no score (not scored)", str(summary.judge_missing))
     if summary.mode == "adaptive":
         table.add_row(
             "selector hallucinations / turns",
@@ -152,6 +178,13 @@ def summary_table(summary: Summary, strategies: list[str]) -> Table:
     return table
 
 
+def _depth_mean(mean: float | None, nodes: int | None) -> str:
+    """A depth's mean judge score and the nodes it rests on (unknown in old summaries)."""
+    if nodes is None:
+        return _fmt(mean)
+    return f"{_fmt(mean)} ({nodes} nodes)" if nodes else "- (no scored node)"
+
+
 def cells_table(summaries: list[Summary]) -> Table:
     """A campaign at a glance: one row per cell."""
     table = Table(title="HPF runs (HPI: lower is better)")
@@ -164,8 +197,10 @@ def cells_table(summaries: list[Summary]) -> Table:
         at = f" @{s.threshold:g}" if s.threshold is not None else ""
         metric = f"{s.text_metric} {_fmt(s.text_score)}" if s.text_metric else "-"
         if s.depth_scores is not None:
-            means = "/".join(_fmt(v) for v in s.depth_scores.values())
-            metric = f"judge D1/D2/D3 {means} (missing {s.judge_missing})"
+            nodes = s.depth_nodes or {}
+            means = "  ".join(f"D{d} {_depth_mean(v, nodes.get(d))}"
+                              for d, v in s.depth_scores.items())  # fmt: skip
+            metric = f"judge {means}  no score {s.judge_missing}"
         mode = s.mode + (f" · {s.variant}" if s.variant else "")
         table.add_row(
             s.dataset + at, s.model, mode, str(s.n), _fmt(s.hpi), _fmt(s.chance_hpi),

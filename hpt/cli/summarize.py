@@ -27,6 +27,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
         read_records(args.run_dir), {**installed_descriptions(), **run.tasks}
     )
     for summary in summaries:
-        print_table(console, summary_table(summary, run.strategies))
+        # Each cell's own ladder (from its records), not the run's --strategies.
+        print_table(console, summary_table(summary))
     print(TypeAdapter(list[Summary]).dump_json(summaries, indent=2).decode())
     return 0

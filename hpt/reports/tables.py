@@ -25,6 +25,7 @@ from hpt.reports.markdown import number, pipe_table
 from hpt.reports.paired import sd
 from hpt.results.info import Column, ReportTable, TaskInfo
 from hpt.results.records import Cell, DepthRecord, SampleRecord
+from hpt.results.scoring import scored
 from hpt.results.store import RunDirError, read_records, read_run_info
 from hpt.results.tally import Summary, Tally
 
@@ -115,14 +116,15 @@ class _Acc:
 
     def add(self, record: SampleRecord) -> None:
         self.tally.add(record)
-        if record.hpi_score is not None:
+        # Not an error, nor a climb a judge left undecided (whatever hpi_score it was saved with).
+        if scored(record) and record.hpi_score is not None:
             resolved = record.resolved_level is not None
             self.hpi[record.hpi_score] += 1
             self.resolved[float(resolved)] += 1
             self.scores.add(record.sample_id, record.draw, record.hpi_score, resolved)
-        if isinstance(record, DepthRecord) and record.error is None and record.judge_score:
-            path = f"depth_scores.{record.depth}"
-            self.spreads.setdefault(path, Counter())[float(record.judge_score)] += 1
+            if isinstance(record, DepthRecord) and record.judge_score is not None:
+                path = f"depth_scores.{record.depth}"
+                self.spreads.setdefault(path, Counter())[float(record.judge_score)] += 1
         calls = [c for a in record.attempts for c in a.calls]
         calls += [s.call for s in record.selections if s.call is not None]
         for call in calls:
@@ -379,16 +381,21 @@ def table_adaptive_scores(reports: list[CellReport]) -> str | None:
 def table_levels(reports: list[CellReport]) -> str:
     """Where samples were resolved: counts per level, unresolved and errors, per cell."""
     m = max(r.summary.m for r in reports)
+    # Judged tasks: the climbs the judge left without a score, in no other column.
+    judged = any(r.summary.judge_missing is not None for r in reports)
     header = ["dataset", "model", "mode", *[f"L{k}" for k in range(1, m + 1)]]
-    header += ["unresolved", "errors", "selector hallucination %"]
+    header += ["unresolved", "errors", *(["judge missing"] if judged else []),
+               "selector hallucination %"]  # fmt: skip
     rows = []
     for r in reports:
         s = r.summary
         at = f" @{s.threshold:g}" if s.threshold is not None else ""
+        mode = s.mode + (f" · {s.variant}" if s.variant else "")
         levels = [str(s.level_counts.get(k, 0)) if k <= s.m else "" for k in range(1, m + 1)]
+        missing = [str(s.judge_missing or 0)] if judged else []
         rate = None if s.hallucination_rate is None else 100 * s.hallucination_rate
-        rows.append([s.dataset + at, s.model, s.mode, *levels, str(s.unresolved), str(s.errors),
-                     number(rate, 1)])  # fmt: skip
+        rows.append([s.dataset + at, s.model, mode, *levels, str(s.unresolved), str(s.errors),
+                     *missing, number(rate, 1)])  # fmt: skip
     return pipe_table(header, rows)
 
 
@@ -401,7 +408,8 @@ def table_usage(reports: list[CellReport]) -> str:
     for r in reports:
         s = r.summary
         at = f" @{s.threshold:g}" if s.threshold is not None else ""
-        row = [s.dataset + at, s.model, s.mode, str(s.samples), f"{s.calls} ({s.cached_calls})",
+        mode = s.mode + (f" · {s.variant}" if s.variant else "")
+        row = [s.dataset + at, s.model, mode, str(s.samples), f"{s.calls} ({s.cached_calls})",
                str(s.prompt_tokens), str(s.completion_tokens)]  # fmt: skip
         if priced:
             row.append("-" if r.cost_usd is None else f"{r.cost_usd:.4f}")
@@ -464,9 +472,10 @@ def markdown(
 
 
 CSV_COLUMNS = (
-    "dataset", "threshold", "model", "mode", "samples", "scored", "errors", "hpi", "hpi_low",
-    "hpi_high", "chance_hpi", "hpi_skill", "accuracy", "accuracy_low", "accuracy_high",
-    "chance_accuracy", "level1_accuracy", "chance_level1_accuracy", "pass_at_1",
+    "dataset", "threshold", "model", "mode", "variant", "samples", "scored", "errors",
+    "judge_missing", "hpi", "hpi_low", "hpi_high", "chance_hpi", "hpi_skill", "accuracy",
+    "accuracy_low", "accuracy_high", "chance_accuracy", "level1_accuracy",
+    "chance_level1_accuracy", "pass_at_1",
     "text_metric", "text_score", "unresolved", "level_counts", "calls", "cached_calls",
     "prompt_tokens", "completion_tokens", "cost_usd", "hallucination_rate", "source",
 )  # fmt: skip
@@ -477,7 +486,8 @@ def csv_rows(reports: list[CellReport]) -> Iterator[dict[str, object]]:
         s = r.summary
         yield {
             "dataset": s.dataset, "threshold": s.threshold, "model": s.model, "mode": s.mode,
-            "samples": s.samples, "scored": s.n, "errors": s.errors, "hpi": s.hpi,
+            "variant": s.variant, "samples": s.samples, "scored": s.n, "errors": s.errors,
+            "judge_missing": s.judge_missing, "hpi": s.hpi,
             "hpi_low": r.hpi_ci[0] if r.hpi_ci else None,
             "hpi_high": r.hpi_ci[1] if r.hpi_ci else None,
             "chance_hpi": s.chance_hpi, "hpi_skill": s.hpi_skill, "accuracy": s.accuracy,

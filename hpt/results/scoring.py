@@ -8,7 +8,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from math import comb
 
+from hpt.results.records import Attempt, SampleRecord
 from hpt.results.textmetrics import corpus_bleu
+
+
+def unjudged(attempts: Sequence[Attempt]) -> bool:
+    """Whether a judge was asked at some level of the climb and gave no valid score (after its
+    retries). Whether that level resolved the sample is then unknown, and with it where the
+    climb ended, so the climb measured nothing: it is not scored, not m + penalty, not 0."""
+    return any(a.verdict is not None and a.verdict.score is None for a in attempts)
+
+
+def scored(record: SampleRecord) -> bool:
+    """Whether a record counts in its cell's HPI, accuracy and means: neither an error nor a
+    climb a judge left undecided (``unjudged``). Recomputed from the attempts, so records
+    saved before hpt set ``hpi_score`` to null for those are read the same way."""
+    return record.error is None and not unjudged(record.attempts)
 
 
 def hpi_score(resolved_level: int | None, m: int, penalty: float) -> float:

@@ -3,8 +3,9 @@ that computes it: pure functions over sample records, streamed, in flat memory."
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -12,13 +13,13 @@ from pydantic import BaseModel
 from hpt.depth.metrics import (
     Discrepancy,
     backward_discrepancy,
-    depth_means,
+    depth_scores,
     forward_discrepancy,
 )
 from hpt.results.chance import ChanceLevels, chance_levels, hpi_skill
 from hpt.results.info import TaskInfo
 from hpt.results.records import Cell, DepthRecord, SampleRecord
-from hpt.results.scoring import CORPUS_RULES, pass_at_k, report_ks, sample_score
+from hpt.results.scoring import CORPUS_RULES, pass_at_k, report_ks, sample_score, unjudged
 
 
 class ReadingSummary(BaseModel):
@@ -43,13 +44,19 @@ class Summary(BaseModel):
     threshold: float | None = None
     # A dataset's own run dimension (DepthQA's inference mode).
     variant: str | None = None
-    # Samples scored (resolved or unresolved); samples that ended in an error are not scored.
+    # The cell's ladder, level 1 first (m names); empty for summaries saved before hpt kept it.
+    strategies: list[str] = []
+    # Samples scored (resolved or unresolved). Not scored: samples that ended in an error and
+    # climbs a judge left without a valid score (``judge_missing``); HPI, accuracy, level
+    # counts and every mean rest on these n alone, and are None when n is 0.
     n: int
     samples: int
     m: int
     penalty: float
     hpi: float | None
     accuracy: float | None
+    # Standard mode: the single prompt's accuracy (level 1 is always tried). None in adaptive
+    # mode, where level 1 is asked only when the selector picks it.
     level1_accuracy: float | None
     # What a uniform random guesser scores on the same samples and ladder (each level an
     # independent guess among a sample's options): the floor to read the three above against.
@@ -84,9 +91,11 @@ class Summary(BaseModel):
     # reader; the "rule" reader when --extractor-model decides).
     readings: dict[str, ReadingSummary] = {}
     # DepthQA: the mean judge score per depth ({"1": ..., "2": ..., "3": ...}; null for a depth
-    # without scores), forward and backward discrepancy ({"d1_d2", "d2_d3", "overall"}), and
-    # the judged nodes without a valid score (excluded from every mean, never 0).
+    # without scores) and the nodes each mean rests on, forward and backward discrepancy
+    # ({"d1_d2", "d2_d3", "overall"}), and the climbs a judge left without a valid score (not
+    # scored: outside n, the HPI, accuracy and every mean; never 0).
     depth_scores: dict[str, float | None] | None = None
+    depth_nodes: dict[str, int] | None = None
     forward_discrepancy: dict[str, Discrepancy] | None = None
     backward_discrepancy: dict[str, Discrepancy] | None = None
     judge_missing: int | None = None
@@ -110,16 +119,18 @@ class Tally:
         track_draws: bool = True,
         info: TaskInfo | None = None,
         variant: str | None = None,
+        strategies: Sequence[str] = (),
     ) -> None:
         self.dataset, self.model, self.mode, self.m, self.penalty = dataset, model, mode, m, penalty
         self.threshold, self.variant = threshold, variant
+        self.strategies = list(strategies)
         self.info = info
         # What grows with the run is kept only where a metric needs it, so memory stays flat
         # on datasets without a corpus metric and runs without repeated draws.
         self._keep_finals = info is not None and info.corpus_rule is not None
         self._track_draws = track_draws
         self.level_counts = dict.fromkeys(range(1, m + 1), 0)
-        self.samples = self.unresolved = self.errors = 0
+        self.samples = self.unresolved = self.errors = self.judge_missing = 0
         self.selector_turns = self.hallucinations = 0
         self.score_sum = 0.0
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
@@ -151,6 +162,7 @@ class Tally:
             threshold=record.threshold,
             info=info,
             variant=record.variant,
+            strategies=record.strategies,
         )
 
     def add(self, record: SampleRecord) -> None:
@@ -161,16 +173,25 @@ class Tally:
         self.cached_calls += record.cached_calls
         self.prompt_tokens += record.prompt_tokens
         self.completion_tokens += record.completion_tokens
+        if not self.strategies:
+            self.strategies = list(record.strategies)
         if record.error is not None:
             self.errors += 1
             return
         if isinstance(record, DepthRecord):
-            self.node_scores.setdefault(record.node_id, []).append(record.judge_score)
+            # The edges come with every node, scored or not; Min-K% measures the prediction,
+            # which exists whatever the judge said.
             self.node_depth[record.node_id] = record.depth
             self.node_preds[record.node_id] = record.predecessors
             self.node_succs[record.node_id] = record.successors
             if record.min_k_prob is not None:
                 self.min_k.setdefault(record.depth, []).append(record.min_k_prob)
+        if unjudged(record.attempts):
+            self.judge_missing += 1
+            return
+        if isinstance(record, DepthRecord):
+            # None: an empty answer, never judged (unresolved, but no score to average).
+            self.node_scores.setdefault(record.node_id, []).append(record.judge_score)
         for attempt in record.attempts:
             for name, other in attempt.alternatives.items():
                 counts = self.readings.setdefault(name, [0, 0, 0, 0])
@@ -222,7 +243,7 @@ class Tally:
 
     @property
     def n(self) -> int:
-        return self.samples - self.errors
+        return self.samples - self.errors - self.judge_missing
 
     @property
     def hpi(self) -> float | None:
@@ -243,9 +264,11 @@ class Tally:
         if most < 2:
             return {}
         out: dict[str, float] = {}
+        # Adaptive: no single prompt is asked of every sample, so no level1@k.
+        columns = (("hpf", 2),) if self.mode == "adaptive" else (("level1", 1), ("hpf", 2))
         for k in report_ks(most):
             eligible = [c for c in self.draws.values() if c[0] >= k]
-            for name, col in (("level1", 1), ("hpf", 2)):
+            for name, col in columns:
                 values = [pass_at_k(c[0], c[col], k) for c in eligible]
                 out[f"{name}@{k}"] = sum(values) / len(values)
         return out
@@ -267,18 +290,20 @@ class Tally:
         n = self.n
         resolved = sum(self.level_counts.values())
         metric, score = self.text_score()
+        standard = self.mode == "standard"
         return Summary(
             dataset=self.dataset,
             model=self.model,
             mode=self.mode,
             threshold=self.threshold,
+            strategies=self.strategies,
             n=n,
             samples=self.samples,
             m=self.m,
             penalty=self.penalty,
             hpi=self.hpi,
             accuracy=resolved / n if n else None,
-            level1_accuracy=self.level_counts.get(1, 0) / n if n else None,
+            level1_accuracy=self.level_counts.get(1, 0) / n if n and standard else None,
             level_counts=dict(self.level_counts),
             unresolved=self.unresolved,
             errors=self.errors,
@@ -302,21 +327,26 @@ class Tally:
 
     def depth_summary(self) -> dict[str, Any]:
         if not self.node_depth:
-            return {}
+            return {"judge_missing": self.judge_missing} if self.judge_missing else {}
+        # A node's score: the mean over its scored draws; a node no draw of which was scored
+        # has none, and is in no mean and no discrepancy.
         scores: dict[str, float | None] = {}
-        missing = 0
         for node, given in self.node_scores.items():
             known = [s for s in given if s is not None]
-            missing += len(given) - len(known)
             scores[node] = sum(known) / len(known) if known else None
-        means = depth_means(scores, self.node_depth)
+        by_depth = depth_scores(scores, self.node_depth)
         return {
-            "depth_scores": {str(d): v for d, v in sorted(means.items())},
+            "depth_scores": {str(d): _mean(v) for d, v in sorted(by_depth.items())},
+            "depth_nodes": {str(d): len(v) for d, v in sorted(by_depth.items())},
             "forward_discrepancy": forward_discrepancy(scores, self.node_depth, self.node_preds),
             "backward_discrepancy": backward_discrepancy(scores, self.node_depth, self.node_succs),
-            "judge_missing": missing,
+            "judge_missing": self.judge_missing,
             "min_k_prob": {str(d): _spread(self.min_k.get(d, [])) for d in (1, 2, 3)},
         }
+
+
+def _mean(values: list[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
 
 
 def _spread(values: list[float]) -> dict[str, float | None]:

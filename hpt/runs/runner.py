@@ -38,7 +38,7 @@ from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive
 from hpt.graphs.walk import GraphWalker
 from hpt.results.info import TaskInfo
 from hpt.results.records import RECORD_KINDS, Cell, SampleRecord, Selection
-from hpt.results.scoring import sample_score
+from hpt.results.scoring import sample_score, unjudged
 from hpt.results.store import (
     SAMPLES,
     SPEC,
@@ -511,7 +511,9 @@ async def _climb(plan: _CellPlan, sample: Sample, draw: int) -> SampleRecord:
     level = winner.level if winner else None
     iteration = winner.iteration if winner else None
     penalty = plan.tally.penalty
-    score = None if error else sample_score(cell.mode, level, iteration, m, penalty)
+    # Not scored: an error, or a level whose judge gave no valid score (its outcome unknown).
+    unscored = error or unjudged(attempts)
+    score = None if unscored else sample_score(cell.mode, level, iteration, m, penalty)
     kind = RECORD_KINDS.get(plan.task.record_kind or "", SampleRecord)
     return kind(
         **plan.task.record_extras(sample, attempts),

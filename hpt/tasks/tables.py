@@ -29,12 +29,19 @@ DEPTH = ReportTable(
     key="depth",
     title="DepthQA · mean judge score per depth, forward and backward discrepancy",
     order=4,
+    # Each mean beside the nodes it rests on; "scored" is what the HPI rests on, and climbs
+    # the judge left without a score are counted apart, in no figure.
     columns=(
+        Column(label="HPI", value="hpi"),
         Column(label="D1", value="depth_scores.1"),
+        Column(label="D1 nodes", value="depth_nodes.1", interval=False),
         Column(label="D2", value="depth_scores.2"),
+        Column(label="D2 nodes", value="depth_nodes.2", interval=False),
         Column(label="D3", value="depth_scores.3"),
+        Column(label="D3 nodes", value="depth_nodes.3", interval=False),
         Column(label="forward", value="forward_discrepancy.overall.value", interval=False),
         Column(label="backward", value="backward_discrepancy.overall.value", interval=False),
+        Column(label="scored", value="n", interval=False),
         Column(label="judge missing", value="judge_missing", interval=False),
     ),
     layout="cells",

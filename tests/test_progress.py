@@ -33,10 +33,12 @@ LONG_MODEL = "meta-llama/Meta-Llama-3.1-70B-Instruct-Turbo@http://gpu-node-17.cl
 
 
 def _summary(dataset: str, model: str, **extra: object) -> Summary:
-    return Summary(dataset=dataset, model=model, mode="standard", n=1000, samples=1002, m=5,
-                   penalty=1.71, hpi=1.734, accuracy=0.912, level1_accuracy=0.655,
-                   level_counts={1: 655, 2: 200}, unresolved=88, errors=2, calls=1900,
-                   prompt_tokens=1_234_567, completion_tokens=234_567, **extra)  # fmt: skip
+    fields: dict[str, object] = dict(
+        mode="standard", n=1000, samples=1002, m=5, penalty=1.71, hpi=1.734, accuracy=0.912,
+        level1_accuracy=0.655, level_counts={1: 655, 2: 200}, unresolved=88, errors=2,
+        calls=1900, prompt_tokens=1_234_567, completion_tokens=234_567,
+    )  # fmt: skip
+    return Summary.model_validate({"dataset": dataset, "model": model, **fields, **extra})
 
 
 def _plain(**console: object) -> tuple[Console, io.StringIO]:
@@ -88,3 +90,35 @@ def _rendered(console: Console, table: object) -> str:
     with console.capture() as capture:
         console.print(table)
     return capture.get()
+
+
+def _lines(table: object) -> list[str]:
+    console, out = _plain(width=200)
+    console.print(table)
+    return [" ".join(x.replace("│", " ").split()) for x in out.getvalue().splitlines()]
+
+
+def test_a_cell_lists_only_the_levels_its_ladder_has() -> None:
+    # A DepthQA mode's cell is one level, whatever ladder the run was given.
+    one = _summary("depthqa", "alpha", m=1, level_counts={1: 3}, strategies=["depth_zero_shot"],
+                   variant="zero-shot")  # fmt: skip
+    lines = _lines(summary_table(one, list(DEFAULT_LADDER)))
+    assert "HPF · depthqa · alpha · zero-shot" in lines
+    assert "resolved at L1 depth_zero_shot 3" in lines
+    assert not any(line.startswith("resolved at L2") for line in lines)
+    # A summary saved without its ladder: the run's names only if they fit the cell.
+    bare = _summary("depthqa", "alpha", m=1, level_counts={1: 3})
+    assert "resolved at L1 3" in _lines(summary_table(bare, list(DEFAULT_LADDER)))
+
+
+def test_adaptive_summaries_show_no_single_prompt_figures() -> None:
+    s = _summary("boolq", "alpha", mode="adaptive", level1_accuracy=None,
+                 strategies=list(DEFAULT_LADDER), selector_turns=10, hallucinations=1,
+                 hallucination_rate=0.1)  # fmt: skip
+    lines = _lines(summary_table(s))
+    assert not any("level-1" in line for line in lines), lines
+    assert "HPI (lower is better) 1.734" in lines and "HPF accuracy 0.912" in lines
+    assert "selector hallucinations / turns 1 / 10 (0.100)" in lines
+    cells = _lines(cells_table([s]))
+    row = next(line for line in cells if line.startswith("boolq alpha adaptive"))
+    assert row.split()[6:8] == ["0.912", "-"]  # accuracy, then no L1 accuracy

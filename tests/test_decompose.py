@@ -24,6 +24,7 @@ import pytest
 from rich.console import Console
 
 from hpt.depth.decompose import (
+    REPLIES_FILE,
     STATE_FILE,
     SUMMARY_FILE,
     DecomposeSpec,
@@ -197,6 +198,10 @@ def spec_for(server: ServerThread, questions: Path, out: Path, **extra: Any) -> 
     })  # fmt: skip
 
 
+def replies(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / REPLIES_FILE).read_text().splitlines()]
+
+
 def texts(graph: QuestionGraph, nodeid: str) -> list[str]:
     return [graph.question_of(n).question for n in graph.predecessors(nodeid)]
 
@@ -282,6 +287,22 @@ def test_decompose_end_to_end_and_resume(
     check_graph(out)
     saved = json.loads((out / SUMMARY_FILE).read_text())
     assert DecomposeSummary.model_validate(saved) == summary
+    # Every reply beside its verdict: the cut-off JSON, its retry, the list of five (read
+    # whole, then cut to four), and the answers taken.
+    kept = replies(out)
+    assert len(kept) == CALLS
+    first, retry = [r for r in kept if (r["prompt"], r["item"]) == ("d2_questions", "1")]
+    assert (first["attempt"], first["question"], first["parsed"]) == (1, GRAM, None)
+    assert first["error"] == "no JSON object in the reply"
+    assert first["reply"].startswith('Sure: {"Depth-2_questions": ["How do you project')
+    assert (retry["attempt"], retry["parsed"], retry["error"]) == (2, D2[GRAM], None)
+    [five] = [r for r in kept if (r["prompt"], r["item"]) == ("d2_questions", "2")]
+    assert five["parsed"] == D2[EOTVOS] and json.loads(five["reply"]) == {
+        "Depth-2_questions": D2[EOTVOS]}  # fmt: skip
+    [d3] = [r for r in kept if r["prompt"] == "d3_answer"]
+    assert d3["item"] == "2" and d3["parsed"] == d3["reply"] == f"Reference answer to: {EOTVOS}"
+    assert {r["prompt"] for r in kept} == {"d3_answer", "answer", "d2_questions",
+                                           "d1_questions", "d2_augment", "d1_augment"}  # fmt: skip
 
     # A finished folder is refused without --resume; with it nothing is asked again.
     with pytest.raises(RunDirError, match="--resume"):
@@ -300,6 +321,7 @@ def test_decompose_end_to_end_and_resume(
     assert resumed.calls.model_requests == 0 and resumed.calls.cache_hits > 0
     assert (len(fake.requests), len(fake.embedding_requests)) == (CALLS, 1)
     check_graph(out)
+    assert replies(out) == kept  # replies read again from the cache are not written twice
 
     # The caches gone (another machine, --no-cache): the checkpoint alone is enough.
     shutil.rmtree(_private_cache)
@@ -355,6 +377,12 @@ def test_invalid_json_every_time_leaves_the_node_without_children(
     [failure] = summary.failures
     assert (failure.item, failure.step) == ("1", "d2_questions")
     assert "not a non-empty list" in failure.problem
+    # Why: each of the three replies, as the model wrote it, beside what was wrong with it.
+    tries = [r for r in replies(out) if (r["prompt"], r["item"]) == ("d2_questions", "1")]
+    assert [r["attempt"] for r in tries] == [1, 2, 3]
+    for r in tries:
+        assert r["reply"] == '{"Depth-2_questions": "not a list"}' and r["parsed"] is None
+        assert r["error"] == failure.problem and r["question"] == GRAM
 
 
 def test_a_failed_call_is_reported_and_retried_on_resume(
@@ -378,6 +406,9 @@ def test_a_failed_call_is_reported_and_retried_on_resume(
     summary = asyncio.run(run_decompose(spec))
     [error] = summary.errors
     assert error.startswith("answer of 2.2:") and "500" in error
+    [failed] = [r for r in replies(out) if r["item"] == "2.2"]
+    assert failed["prompt"] == "answer" and failed["reply"] is None and failed["parsed"] is None
+    assert failed["error"].startswith("the call failed:") and "500" in failed["error"]
     graph = load_graph_dir(out)  # written, valid, without the unanswered question
     assert "Describe the equivalence principle." not in texts(graph, "2_d3")
     assert summary.questions["2"] == 6
@@ -467,6 +498,7 @@ def test_hpt_decompose_command(
     again = hpt(*args, "--resume")
     assert again.returncode == 0, again.stderr
     assert len(fake.requests) == CALLS and "0 to the model" in again.stdout
+    assert f"every reply and what was read from it: {out / REPLIES_FILE}\n" in result.stdout
 
 
 # -- pieces ------------------------------------------------------------------------------------

@@ -30,7 +30,9 @@ Decompose depth-3 questions into a DepthQA graph (DepthQA section 3.3, prompts o
 20-26): reference answers, up to 4 depth-2 sub-questions per question and up to 4 depth-1
 sub-questions per depth-2 question, deduplication, augmentation. The output folder receives
 questions.jsonl, nodes.jsonl and node_to_q.jsonl (what `hpt run --dataset depthqa --graph DIR`
-reads), decompose_summary.json and the checkpoint decompose_state.jsonl.
+reads), decompose_summary.json, the checkpoint decompose_state.jsonl, and
+decompose_replies.jsonl: every raw reply of the model beside what was read from it or why
+nothing was ("no JSON object in the reply").
 
 Input: JSON lines with qid, question, and optionally answer (else one is generated), domain,
 and TutorEval's chapter, key_points, explanation. When rows have a depth field only the
@@ -92,7 +94,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace, console: Console) -> int:
-    from hpt.depth.decompose import DecomposeSpec, resolve_embedding, run_decompose
+    from hpt.depth.decompose import REPLIES_FILE, DecomposeSpec, resolve_embedding, run_decompose
 
     require_positive(args, "limit", "concurrency", "max_concurrency", "rpm", "tpm",
                      "max_attempts")  # fmt: skip
@@ -155,5 +157,9 @@ def command(args: argparse.Namespace, console: Console) -> int:
             f"[red]{len(summary.errors)} model calls failed[/] (rerun with --resume to retry "
             "them); first: " + escape(summary.errors[0])
         )
-    console.print(f"graph: {spec.out}  summary: {spec.out / 'decompose_summary.json'}")
+    # soft_wrap: a path is never broken across lines
+    console.print(f"graph: {spec.out}  summary: {spec.out / 'decompose_summary.json'}",
+                  markup=False, soft_wrap=True)  # fmt: skip
+    console.print(f"every reply and what was read from it: {spec.out / REPLIES_FILE}",
+                  markup=False, soft_wrap=True)  # fmt: skip
     return 0

@@ -27,6 +27,9 @@ Ids follow the hub's: the n-th depth-3 row of the input (counted before --limit)
 ``n`` with nodes ``n_d3``, ``n_d2_nK``, ``n_d1_nK``; depth-3 questions keep their qid and the
 generated ones are numbered ``d2_qN`` and ``d1_qN``.
 
+Every reply the model gave is appended to ``decompose_replies.jsonl`` beside what was read
+from it (``ReplyLog``), so a question left without sub-questions shows why.
+
 Resuming: every finished step is appended to ``decompose_state.jsonl`` in the output folder,
 keyed by what it was computed from (a hash of the prompt, or of the questions deduplicated).
 A rerun replays the steps whose inputs are unchanged and calls the model for the rest; every
@@ -93,6 +96,8 @@ from hpt.tasks import DatasetError
 PROMPTS = "depthqa_decompose"
 STATE_FILE = "decompose_state.jsonl"
 SUMMARY_FILE = "decompose_summary.json"
+REPLIES_FILE = "decompose_replies.jsonl"
+EMPTY_REPLY = "the model's reply was empty"
 MAX_CHILDREN = 4  # "maximum of 4" sub-questions per question (tables 23-26, section 3.3)
 JSON_ATTEMPTS = 3
 # The paper's augmentation ran at temperature 0.7 (appendix A); the default here too.
@@ -286,6 +291,57 @@ class StateLog:
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
         return entry
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What a call asks, as ``decompose_replies.jsonl`` names it: the prompt (its section in
+    the prompt file: "d3_answer", "answer", "d2_questions", "d1_questions", "d2_augment",
+    "d1_augment"), the item and its question, and the try (from 1)."""
+
+    prompt: str
+    item: str
+    question: str
+    attempt: int = 1
+
+    @property
+    def step(self) -> str:
+        """How the summary's errors name it: "answer of 2.2", "d2_questions of 1"."""
+        return f"{'answer' if self.prompt.endswith('answer') else self.prompt} of {self.item}"
+
+
+class ReplyLog:
+    """Every reply the build read, one JSON line each, beside its verdict: ``prompt``,
+    ``item``, ``question``, ``attempt``, ``reply`` (the raw text; null when the call failed),
+    ``parsed`` (the sub-question list read, before any cut to four, or the reference answer
+    taken) and ``error`` (why nothing was taken: "no JSON object in the reply", the failed
+    call). Appended as replies come; a rerun that reads a reply again from the response cache
+    does not write the same line twice, and steps replayed from the checkpoint read none."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._seen: set[str] = set()
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            if text and not text.endswith("\n"):  # cut short by an interruption: end it
+                with path.open("a", encoding="utf-8") as fh:
+                    fh.write("\n")
+            self._seen = {fingerprint(line) for line in text.splitlines()}
+
+    def put(
+        self, asking: Asking, reply: str | None, parsed: str | list[str] | None, error: str | None
+    ) -> None:
+        line = json.dumps(
+            {"prompt": asking.prompt, "item": asking.item, "question": asking.question,
+             "attempt": asking.attempt, "reply": reply, "parsed": parsed, "error": error},
+            ensure_ascii=False,
+        )  # fmt: skip
+        key = fingerprint(line)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
 
 
 # -- the questions being built ---------------------------------------------------------------
@@ -502,6 +558,7 @@ class _Builder:
         model: ManagedBackend,
         embedder: Embedder | None,
         state: StateLog,
+        replies: ReplyLog,
         note: Note,
     ) -> None:
         self.spec = spec
@@ -509,6 +566,7 @@ class _Builder:
         self.model = model
         self.embedder = embedder
         self.state = state
+        self.replies = replies
         self.note = note
         self.slots = asyncio.Semaphore(spec.concurrency)
         self.items: dict[str, Item] = {}
@@ -522,7 +580,7 @@ class _Builder:
         self.augmented = {"2": 0, "1": 0}
 
     # -- calls -------------------------------------------------------------------------
-    async def _call(self, messages: list[Message], seed: str, what: str) -> str | None:
+    async def _call(self, messages: list[Message], seed: str, asking: Asking) -> str | None:
         """The reply, or None after recording a failed call (the run goes on; a rerun tries
         it again). A fatal failure (bad key, unreachable endpoint) stops the run."""
         async with self.slots:
@@ -531,7 +589,8 @@ class _Builder:
             except FatalBackendError:
                 raise
             except BackendError as exc:
-                self.errors.append(f"{what}: {exc}")
+                self.errors.append(f"{asking.step}: {exc}")
+                self.replies.put(asking, None, None, f"the call failed: {exc}")
                 return None
         return completion.text
 
@@ -559,12 +618,15 @@ class _Builder:
             self.answers[key] = str(hit["answer"])
             return
         seed = f"depthqa-decompose/answer/{step_key}"
-        reply = await self._call(messages, seed, f"answer of {item.id}")
+        asking = Asking("d3_answer" if source is not None else "answer", item.id, item.text)
+        reply = await self._call(messages, seed, asking)
         if reply is None:
             return
         if not reply.strip():
-            self.errors.append(f"answer of {item.id}: the model's reply was empty")
+            self.replies.put(asking, reply, None, EMPTY_REPLY)
+            self.errors.append(f"{asking.step}: {EMPTY_REPLY}")
             return
+        self.replies.put(asking, reply, reply.strip(), None)
         self.state.put("answer", step_key, inputs, {"item": item.id, "answer": reply.strip()})
         self.answers[key] = reply.strip()
 
@@ -590,12 +652,16 @@ class _Builder:
             parsed: list[str] | str = "no reply"
             for attempt in range(JSON_ATTEMPTS):
                 seed = f"depthqa-decompose/{parent.id}/{section}/{attempt}"
-                reply = await self._call(messages, seed, f"{section} of {parent.id}")
+                asking = Asking(section, parent.id, parent.text, attempt + 1)
+                reply = await self._call(messages, seed, asking)
                 if reply is None:
                     return None
                 replies += 1
                 parsed = parse_questions(reply, keys)
-                if not isinstance(parsed, str):
+                if isinstance(parsed, str):
+                    self.replies.put(asking, reply, None, parsed)
+                else:
+                    self.replies.put(asking, reply, parsed, None)
                     break
             payload: dict[str, Any] = {"replies": replies, "questions": [], "cut": 0}
             if isinstance(parsed, str):
@@ -976,6 +1042,7 @@ async def run_decompose(spec: DecomposeSpec, note: Note | None = None) -> Decomp
     spec.out.mkdir(parents=True, exist_ok=True)
     state = StateLog(spec.out / STATE_FILE)
     _check_header(state, spec, resolved.label)
+    replies = ReplyLog(spec.out / REPLIES_FILE)
     # A rerun of a finished folder is unfinished until it ends.
     (spec.out / SUMMARY_FILE).unlink(missing_ok=True)
     async with contextlib.AsyncExitStack() as stack:
@@ -991,7 +1058,7 @@ async def run_decompose(spec: DecomposeSpec, note: Note | None = None) -> Decomp
             embedder = await stack.enter_async_context(
                 open_embeddings(source, label=label, cache=spec.cache)
             )
-        builder = _Builder(spec, prompts, model, embedder, state, say)
+        builder = _Builder(spec, prompts, model, embedder, state, replies, say)
         graph = await builder.run(sources)
         summary = builder.summary(graph, None if embedder else EXACT_NOTE)
     await asyncio.to_thread(write_graph_dir, graph, spec.out)

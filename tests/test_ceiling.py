@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from hpt.backends.base import Message, Usage
-from hpt.cli.ceiling import markdown, read_runs, read_scores
+from hpt.cli.ceiling import read_runs, read_scores
 from hpt.reports import ReportError
-from hpt.reports.ceiling import MethodResult, average_ranks, compute
-from hpt.reports.tables import bootstrap_ci
+from hpt.reports.ceiling import MethodResult, average_ranks, compute, wilson_interval
+from hpt.reports.ceiling_markdown import markdown
 from hpt.results import Attempt, Call
 from hpt.results.records import SampleRecord
 from hpt.results.store import RunDirError
@@ -307,17 +306,18 @@ def test_runs_beside_a_csv(tmp_path: Path) -> None:
     rows = {(r.model, r.benchmark, r.method): r for r in report.results}
     b = rows["alpha", "boolq", "helm_baseline"]
     assert b.accuracy == pytest.approx(200 / 3) and (b.n, b.errors) == (3, 1)
-    # The run's interval is hpt report's bootstrap over the scored samples, in percent.
-    expected = bootstrap_ci(Counter({1.0: 2, 0.0: 1}))
-    assert expected is not None
-    assert (b.ci_low, b.ci_high) == pytest.approx((100 * expected[0], 100 * expected[1]))
+    # The run's interval is the Wilson score interval of 2 resolved of 3 scored, in percent.
+    assert (b.ci_low, b.ci_high) == pytest.approx((20.766, 93.851), abs=1e-3)
     assert b.ci_low is not None and b.ci_low <= b.accuracy <= b.ci_high  # type: ignore[operator]
-    assert b.prompt_tokens == 100 and b.source == str(base)
+    assert b.ci_missing is None and b.prompt_tokens == 100 and b.source == str(base)
+    # 3 of 3: an interval that says how little 3 samples show, not [100, 100].
     c = rows["alpha", "boolq", "dspy_cot"]
-    assert (c.accuracy, c.ci_low, c.ci_high, c.prompt_tokens) == (100, 100, 100, 250)
-    # CSV rows: no per-sample results, no interval.
+    assert (c.accuracy, c.ci_high, c.prompt_tokens) == (100, 100, 250)
+    assert c.ci_low == pytest.approx(43.850, abs=1e-3)
+    # CSV rows: hpt does not see their samples, so no interval, and the row says why.
     csv_row = rows["alpha", "csqa", "dspy_cot"]
     assert (csv_row.ci_low, csv_row.ci_high, csv_row.n) == (None, None, 100)
+    assert csv_row.ci_missing is not None and "published" in csv_row.ci_missing
     alpha = report.models["alpha"]
     assert alpha.methods["helm_baseline"].macro_avg == pytest.approx((200 / 3 + 50) / 2)
     assert alpha.methods["dspy_cot"].macro_avg == 85
@@ -333,14 +333,19 @@ def test_runs_beside_a_csv(tmp_path: Path) -> None:
     assert "role" not in report.methods and report.methods == ["helm_baseline", "dspy_cot"]
     assert report.hpi == {"alpha": {"boolq": 1.5}}
     view = report.hpt_view[0]
-    assert view.hpi_ci_low is not None and view.strategies[0] == "role" and view.n == 2
+    assert view.strategies[0] == "role" and view.n == 2
+    # Two samples are too few for a bootstrap: none, and why.
+    assert view.hpi_ci_low is None and view.hpi_ci_missing == (
+        "2 scored sample(s): a bootstrap needs at least 10"
+    )
     # boolq: alpha 66.7 vs beta 80 at baseline, 100 vs 80 at the ceiling -> a flip; csqa:
     # 50 vs 60, then 70 vs 75 -> none. beta's best macro-average is its baseline.
     assert report.rank_flips == ["boolq"]
     assert report.models["beta"].ceiling_method == "helm_baseline"
     md = markdown(report, [str(base)])
-    assert "## HPT view" in md and "| alpha | boolq | 1.50 [" in md
-    assert "**100.0 [100.0, 100.0]**" in md and "| 50.0 |" in md
+    assert "## HPT view" in md and "| alpha | boolq | 1.50 | 100.0 | 2 |" in md
+    assert "**100.0 [43.9, 100.0] n=3**" in md and "| 50.0 n=100 |" in md
+    assert "66.7 [20.8, 93.9] n=3 (1 errors excluded)" in md
 
 
 def test_runs_refuse_missing_dirs_and_all_errors(tmp_path: Path) -> None:
@@ -425,3 +430,100 @@ def test_the_hpt_view_shows_the_chance_hpi(tmp_path: Path) -> None:
     methods, _ = read_runs([baseline])
     md = markdown(compute(methods, ladders=ladders, headline_methods=()), ["runs"])
     assert "(chance 1.99)" in md
+
+
+# ---------------------------------------------------------------- n and intervals
+
+
+def test_a_ceiling_of_three_samples_says_so_everywhere(tmp_path: Path) -> None:
+    """The issue's case: a ceiling made of one small cell per method. Every figure carries
+    its n (or k benchmarks, or the models averaged); 0/3 gets a real interval, not
+    [0.0, 0.0]; sigma over one benchmark is '-' and said to be undefined."""
+    base = write_run(tmp_path / "base", [method_record(s, "helm_baseline", resolved=False)
+                                         for s in "abc"])  # fmt: skip
+    cot = write_run(tmp_path / "cot", [method_record(s, "dspy_cot", resolved=s == "a")
+                                       for s in "abc"])  # fmt: skip
+    methods, _ = read_runs([base, cot])
+    report = compute(methods, headline_methods=["dspy_cot"])
+    rows = {r.method: r for r in report.results}
+    assert rows["helm_baseline"].n == 3 and rows["helm_baseline"].accuracy == 0
+    low, high = wilson_interval(0, 3)
+    assert (low, high) == (0.0, pytest.approx(0.5615, abs=1e-4))
+    assert (rows["helm_baseline"].ci_low, rows["helm_baseline"].ci_high) == (0.0, 100 * high)
+    alpha = report.models["alpha"]
+    assert alpha.methods["dspy_cot"].n == 3 and alpha.methods["dspy_cot"].benchmarks == 1
+    assert alpha.methods["dspy_cot"].sd is None and alpha.delta == pytest.approx(100 / 3)
+    assert (report.headline_n, report.headline_sd_n) == (1, 0)
+    assert report.method_means_n == {"helm_baseline": 1, "dspy_cot": 1}
+    assert report.benchmark_gains_n == {"boolq": 1}
+
+    md = markdown(report, ["runs"])
+    assert "| benchmarks (k) | 1 |" in md
+    assert "| **dspy_cot** |" not in md and "**33.33 ± - (n=3)**" in md
+    assert "| helm_baseline | 0.00 ± - (n=3) |" in md
+    assert "+33.33 (n=3 vs 3)" in md and "averaged over 1 model:" in md
+    assert "σ -: no model has two benchmarks" in md
+    assert "0.0 [0.0, 56.1] n=3" in md and "[0.0, 0.0]" not in md
+    assert "33.3 [6.1, 79.2] n=3" in md
+    assert "rank baseline → ceiling (of 1)" in md and "over 1 model: +33.33" in md
+
+    out = tmp_path / "out"
+    result = hpt("ceiling", str(base), str(cot), "--headline-methods", "dspy_cot",
+                 "--out", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "n=3" in said and "+33.33 points over 1 model" in said
+    data = json.loads((out / "ceiling.json").read_text())
+    assert data["models"]["alpha"]["methods"]["helm_baseline"]["n"] == 3
+    (zero,) = [r for r in data["results"] if r["method"] == "helm_baseline"]
+    assert (zero["n"], zero["ci_low"], zero["ci_missing"]) == (3, 0.0, None)
+    assert zero["ci_high"] == pytest.approx(56.15, abs=0.01)
+    assert "Wilson" in data["intervals"]
+
+
+def test_the_plots_label_each_value_with_its_n(tmp_path: Path, monkeypatch) -> None:
+    from hpt.reports import ceiling_plots
+
+    drawn = {}
+    monkeypatch.setattr(ceiling_plots, "_save",
+                        lambda fig, out, stem: drawn.setdefault(stem, fig) and [])  # fmt: skip
+    rows = [_r("A", "b1", "base", 70, n=40, prompt_tokens=10.0),
+            _r("A", "b1", "cot", 80, n=38, prompt_tokens=30.0),
+            _r("A", "b2", "base", 60), _r("A", "b2", "cot", 65)]  # fmt: skip
+    report = compute(rows, baseline="base", headline_methods=["cot"])
+    ceiling_plots.methods_chart(report, tmp_path)
+    ceiling_plots.delta_heatmap(report, tmp_path)
+    ceiling_plots.tokens_chart(report, tmp_path)
+
+    def texts(stem: str) -> list[str]:
+        return [t.get_text() for ax in drawn[stem].axes for t in ax.texts] + [
+            t.get_text() for ax in drawn[stem].axes for t in ax.get_xticklabels()]  # fmt: skip
+
+    # b2 has no n: the macro-averages' n is unknown, and said so.
+    assert "n=?" in texts("ceiling_methods") and "A (k=2)" in texts("ceiling_methods")
+    assert "+10.0\nn=38/40" in texts("ceiling_deltas")
+    assert "+5.0\nn=?/?" in texts("ceiling_deltas")
+    assert "n=?" in texts("ceiling_tokens")
+
+
+def test_no_interval_where_none_can_be_computed(tmp_path: Path) -> None:
+    # Two draws of each sample: the climbs are not independent, so no Wilson interval.
+    drawn = [method_record(s, "helm_baseline", resolved=s == "a").model_copy(update={"draw": d})
+             for s in "ab" for d in (0, 1)]  # fmt: skip
+    methods, _ = read_runs([write_run(tmp_path / "draws", drawn)])
+    (result,) = methods
+    assert result.n == 4 and result.ci is None
+    assert result.ci_missing is not None and "drawn more than once" in result.ci_missing
+    md = markdown(compute(methods, headline_methods=()), ["runs"])
+    assert "**50.0 n=4**" in md
+    assert "No interval: alpha · helm_baseline: samples drawn more than once" in md
+    # A ladder of 12 samples all resolved at level 1: a bootstrap collapses to a point.
+    same = [make_record(f"s{i}", level=1) for i in range(12)]
+    _, (ladder,) = read_runs([write_run(tmp_path / "same", same)])
+    assert ladder.hpi_ci is None and ladder.hpi_ci_missing is not None
+    assert "scored the same" in ladder.hpi_ci_missing
+    # 12 samples with different scores: an interval around the HPI.
+    mixed = [make_record(f"s{i}", level=1 + i % 3) for i in range(12)]
+    _, (ladder,) = read_runs([write_run(tmp_path / "mixed", mixed)])
+    assert ladder.hpi_ci is not None and ladder.hpi_ci_missing is None
+    assert ladder.hpi_ci[0] < 2.0 < ladder.hpi_ci[1]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -25,13 +24,15 @@ from hpt.reports import ReportError
 from hpt.reports.ceiling import (
     DEFAULT_BASELINE,
     DEFAULT_HEADLINE,
-    TIE_RULE,
+    REPEATED_DRAWS,
     CeilingReport,
     LadderResult,
     MethodResult,
     compute,
+    hpi_interval_missing,
+    wilson_interval,
 )
-from hpt.reports.markdown import pipe_table
+from hpt.reports.ceiling_markdown import delta_cell, headline_names, markdown, n_of, plural, signed
 from hpt.results.records import Cell, SampleRecord
 from hpt.results.store import RunDirError, read_records, read_run_info, require_run_dirs
 from hpt.results.tally import Tally
@@ -88,7 +89,6 @@ class _CellAcc:
     tally: Tally
     strategies: tuple[str, ...]
     source: Path
-    resolved: Counter[float] = field(default_factory=Counter)
     hpi: Counter[float] = field(default_factory=Counter)
     prompt_tokens: int = 0  # over scored samples
 
@@ -96,8 +96,12 @@ class _CellAcc:
         self.tally.add(record)
         if record.hpi_score is not None:  # scored: not an error (as hpt report counts)
             self.hpi[record.hpi_score] += 1
-            self.resolved[float(record.resolved_level is not None)] += 1
             self.prompt_tokens += record.prompt_tokens
+
+    @property
+    def independent(self) -> bool:
+        """Every scored climb is of a different sample (no repeated draws)."""
+        return len(self.tally.draws) == self.tally.n
 
 
 def benchmark_label(cell: Cell) -> str:
@@ -144,7 +148,8 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
                 raise ReportError(
                     f"{where}: all {s.samples} sample(s) ended in an error; nothing to score"
                 )
-            ci = bootstrap_ci(acc.resolved)
+            resolved = sum(s.level_counts.values())  # the accuracy's own k of n
+            ci = wilson_interval(resolved, s.n) if acc.independent else None
             methods.append(
                 MethodResult(
                     model=cell.model,
@@ -153,6 +158,7 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
                     accuracy=100 * s.accuracy,
                     n=s.n,
                     ci=(100 * ci[0], 100 * ci[1]) if ci else None,
+                    ci_missing=None if ci else REPEATED_DRAWS,
                     errors=s.errors,
                     prompt_tokens=acc.prompt_tokens / s.n,
                     source=str(acc.source),
@@ -160,12 +166,14 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
             )
         else:
             adaptive = " (adaptive)" if cell.mode == "adaptive" else ""
+            missing = hpi_interval_missing(s.n, len(acc.hpi), acc.independent)
             ladders.append(
                 LadderResult(
                     model=cell.model,
                     benchmark=benchmark_label(cell) + adaptive,
                     hpi=s.hpi,
-                    hpi_ci=bootstrap_ci(acc.hpi),
+                    hpi_ci=bootstrap_ci(acc.hpi) if missing is None else None,
+                    hpi_ci_missing=missing,
                     accuracy=None if s.accuracy is None else 100 * s.accuracy,
                     chance_hpi=s.chance_hpi,
                     n=s.n,
@@ -250,183 +258,9 @@ def read_scores(path: Path) -> list[MethodResult]:
 # ---------------------------------------------------------------- rendering
 
 
-def _f(value: float | None, digits: int = 2, sign: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
-
-
-def _method_cell(report: CeilingReport, model: str, method: str) -> str:
-    m = report.models[model]
-    stat = m.methods.get(method)
-    if stat is None:
-        return "-"
-    text = f"{stat.macro_avg:.2f} ± {_f(stat.sd, 1)}"
-    return f"**{text}**" if m.ceiling_method == method else text
-
-
-def markdown(report: CeilingReport, sources: list[str]) -> str:
-    from hpt.reports.tables import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-
-    models = list(report.models)
-    out = io.StringIO()
-    out.write("# Performance ceiling\n\n")
-    out.write("Inputs: " + ", ".join(f"`{s}`" for s in sources) + "\n\n")
-    out.write(
-        f"Accuracy in percent. Baseline: `{report.baseline}`. Macro-averages weigh every "
-        f"benchmark equally; σ is the sample standard deviation across benchmarks (ddof=1; "
-        f"'-' with one benchmark). The ceiling (bold) is a model's method with the best "
-        f"macro-average (ties go to the baseline, then the method listed first). Ranks: 1 = "
-        f"best; {TIE_RULE}. Brackets are 95% percentile-bootstrap intervals over samples "
-        f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}), given only where per-sample "
-        f"results exist (runs, not CSV rows). Samples that ended in an error are not scored.\n"
-    )
-    if report.warnings:
-        out.write("\n" + "".join(f"- ⚠ {w}\n" for w in report.warnings))
-
-    out.write("\n## Macro-average ± σ over benchmarks\n\n")
-    rows = [[method] + [_method_cell(report, m, method) for m in models] for method in
-            report.methods]  # fmt: skip
-    rows.append(
-        ["Ceiling − baseline (Δ)"] + [_f(report.models[m].delta, sign=True) for m in models]
-    )
-    rows.append(["σ at ceiling − σ at baseline"]
-                + [_f(_sub(report.models[m].ceiling_sd, report.models[m].baseline_sd), 1, True)
-                   for m in models])  # fmt: skip
-    headline = _headline(report)
-    rows.append([f"mean Δ of {headline}"]
-                + [_f(report.models[m].headline_delta, sign=True) for m in models])  # fmt: skip
-    out.write(pipe_table(["method", *models], rows) + "\n")
-    out.write(
-        f"\n**Headline:** the mean gain of {headline} over {report.baseline}, averaged over "
-        f"models: **{_f(report.headline_delta, sign=True)}** points of accuracy "
-        f"(σ {_f(report.headline_sd_delta, sign=True)}).\n"
-    )
-    if report.method_means:
-        out.write(
-            "\nMean over models per method: "
-            + ", ".join(f"{k} {v:.2f}" for k, v in report.method_means.items())
-            + "\n"
-        )
-
-    out.write("\n## How much of the ceiling is selection\n\n")
-    out.write(
-        "The ceiling is the maximum over methods, so it is biased upward by selection; the "
-        "spread of the methods' macro-averages shows how much it stands above a typical one.\n\n"
-    )
-    rows = []
-    for model, m in report.models.items():
-        s = m.spread
-        rows.append([model, m.ceiling_method, _f(m.ceiling), _f(s.min), _f(s.median), _f(s.max),
-                     _f(m.ceiling - s.median, sign=True), str(s.methods)])  # fmt: skip
-    out.write(pipe_table(["model", "ceiling method", "ceiling", "min", "median", "max",
-                      "ceiling − median", "methods"], rows) + "\n")  # fmt: skip
-
-    out.write("\n## Ranks\n\n")
-    rows = [[model, f"{m.mean_rank_baseline:.2f} ± {_f(m.rank_sd_baseline)}",
-             f"{m.mean_rank_ceiling:.2f} ± {_f(m.rank_sd_ceiling)}",
-             str(len(m.benchmarks)) + (" ⚠" if m.missing_benchmarks else "")]
-            for model, m in report.models.items()]  # fmt: skip
-    out.write(pipe_table(["model", "mean rank at baseline ± σ", "mean rank at ceiling ± σ",
-                      "benchmarks"], rows) + "\n")  # fmt: skip
-    out.write(
-        f"\nRank flips (the model ranking at the ceiling differs from the baseline's): "
-        f"{len(report.rank_flips)} of {len(report.benchmarks)} benchmarks"
-        + (": " + ", ".join(report.rank_flips) if report.rank_flips else "")
-        + ".\n"
-    )
-    for bench in report.rank_flips:
-        flip = report.rankings[bench]
-        before = " > ".join(f"{m} {flip.baseline_accuracy[m]:.1f}" for m in _order(flip.baseline))
-        after = " > ".join(
-            f"{m} {flip.ceiling_accuracy[m]:.1f} ({flip.ceiling_methods[m]})"
-            for m in _order(flip.ceiling)
-        )
-        out.write(f"\n- **{bench}**: {before} → {after}")
-    if report.rank_flips:
-        out.write("\n")
-
-    out.write("\n## Per benchmark\n\nBold: the model's best method on the benchmark.\n")
-    acc = {(r.model, r.benchmark, r.method): r for r in report.results}
-    for bench in report.benchmarks:
-        ranks = report.rankings[bench]
-        rows = []
-        for method in report.methods:
-            row = [method]
-            for model in models:
-                r = acc.get((model, bench, method))
-                if r is None:
-                    row.append("-")
-                    continue
-                ci = f" [{r.ci_low:.1f}, {r.ci_high:.1f}]" if r.ci_low is not None else ""
-                errors = f" ({r.errors} errors excluded)" if r.errors else ""
-                text = f"{r.accuracy:.1f}{ci}{errors}"
-                best = ranks.ceiling_methods.get(model) == method
-                row.append(f"**{text}**" if best else text)
-            rows.append(row)
-        rows.append(["rank baseline → ceiling"] + [
-            f"{_rank(ranks.baseline.get(m))} → {_rank(ranks.ceiling.get(m))}"
-            for m in models])  # fmt: skip
-        gain = _f(report.benchmark_gains.get(bench), sign=True)
-        out.write(f"\n### {bench}\n\n{pipe_table(['method', *models], rows)}\n")
-        out.write(f"\nMean gain of {headline} over the baseline, over models: {gain}\n")
-
-    tokens_known = any(t is not None for t in report.extra_prompt_tokens.values())
-    out.write("\n## Extra prompt tokens over the baseline\n\n")
-    if tokens_known:
-        out.write(
-            "Mean prompt tokens per scored sample, method minus baseline, averaged over "
-            "benchmarks (every call of a sample counts).\n\n"
-        )
-        rows = [[method] + [_f(report.models[m].extra_prompt_tokens.get(method), 0)
-                            for m in models] + [_f(report.extra_prompt_tokens.get(method), 0)]
-                for method in report.methods]  # fmt: skip
-        out.write(pipe_table(["method", *models, "mean"], rows) + "\n")
-    else:
-        out.write("No input recorded prompt tokens (runs record them; a CSV may give a "
-                  "prompt_tokens column).\n")  # fmt: skip
-
-    out.write("\n## HPT view\n\n")
-    if report.hpt_view:
-        out.write(
-            "Cells run with a ladder of several strategies are not a prompting method: their "
-            "Hierarchical Prompting Index (lower is better) is listed here instead.\n\n"
-        )
-        rows = []
-        for h in report.hpt_view:
-            ci = f" [{h.hpi_ci_low:.2f}, {h.hpi_ci_high:.2f}]" if h.hpi_ci_low is not None else ""
-            if h.chance_hpi is not None:
-                ci += f" (chance {h.chance_hpi:.2f})"
-            rows.append([h.model, h.benchmark, _f(h.hpi) + ci, _f(h.accuracy, 1), str(h.n),
-                         str(h.errors), ", ".join(h.strategies)])  # fmt: skip
-        out.write(pipe_table(["model", "benchmark", "HPI", "accuracy %", "n", "errors",
-                          "ladder"], rows) + "\n")  # fmt: skip
-    else:
-        out.write("No HPT ladder runs among the inputs.\n")
-    return out.getvalue()
-
-
-def _headline(report: CeilingReport) -> str:
-    """The headline methods that some model has."""
-    present = [h for h in report.headline_methods if h in report.methods]
-    return ", ".join(present) or "(no headline method present)"
-
-
-def _sub(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a - b
-
-
-def _rank(rank: float | None) -> str:
-    return "-" if rank is None else f"{rank:g}"
-
-
-def _order(ranks: dict[str, float]) -> list[str]:
-    return sorted(ranks, key=lambda m: ranks[m])
-
-
 def rich_table(report: CeilingReport) -> Table:
     table = Table(title=f"Performance ceiling (accuracy %, baseline {report.baseline})")
-    table.add_column("model", overflow="fold")
+    table.add_column("model (k benchmarks)", overflow="fold")
     for method in report.methods:
         table.add_column(escape(method), justify="right", overflow="fold")
     for column in ("Δ", "spread min/med", "rank base→ceil"):
@@ -435,10 +269,12 @@ def rich_table(report: CeilingReport) -> Table:
         cells = []
         for method in report.methods:
             stat = m.methods.get(method)
-            text = "-" if stat is None else f"{stat.macro_avg:.2f} ±{_f(stat.sd, 1)}"
+            text = ("-" if stat is None else
+                    f"{stat.macro_avg:.2f} ±{signed(stat.sd, 1)} {n_of(stat.n)}")  # fmt: skip
             cells.append(f"[bold green]{text}[/]" if method == m.ceiling_method else text)
         flag = " ⚠" if m.missing_benchmarks else ""
-        table.add_row(escape(model) + flag, *cells, _f(m.delta, sign=True),
+        table.add_row(f"{escape(model)} ({len(m.benchmarks)}){flag}", *cells,
+                      delta_cell(m, report.baseline),
                       f"{m.spread.min:.1f}/{m.spread.median:.1f}",
                       f"{m.mean_rank_baseline:.2f}→{m.mean_rank_ceiling:.2f}")  # fmt: skip
     return table
@@ -473,8 +309,9 @@ def command(args: argparse.Namespace, console: Console) -> int:
         written += ceiling_plots.tokens_chart(report, out)
     console.print(rich_table(report))
     console.print(
-        f"headline: mean gain of {_headline(report)} over {report.baseline}: "
-        f"{_f(report.headline_delta, sign=True)} points; rank flips on "
+        f"headline: mean gain of {headline_names(report)} over {report.baseline}: "
+        f"{signed(report.headline_delta, sign=True)} points over "
+        f"{plural(report.headline_n, 'model')}; rank flips on "
         f"{len(report.rank_flips)}/{len(report.benchmarks)} benchmarks"
         + (f" ({', '.join(report.rank_flips)})" if report.rank_flips else ""),
         highlight=False,

@@ -20,12 +20,21 @@ Rules, as the paper computes them (its table 3 follows from tables 4-5 with thes
   ranks they span (two models tied for first both get 1.5); a benchmark is a rank flip when
   any model's rank differs between the two rankings.
 
+Every figure carries the count behind it: samples (n) for an accuracy, benchmarks for a
+macro-average and its sigma, models for a mean over models. An interval is given only where it
+means something: a run's accuracy gets the Wilson score interval of k resolved out of n scored
+samples (meaningful at 0/n and n/n too, where a bootstrap or Wald interval collapses to a
+point); a published row, whose samples hpt does not see, gets none; nor does a cell whose
+samples were drawn more than once (its climbs are not independent). Each missing interval
+says why.
+
 Incomplete data: all methods of one model must cover the same benchmarks (a ceiling compares
 them), else it is an error. A model may lack benchmarks other models have: its averages are
 over the benchmarks it has, and it is flagged (``missing_benchmarks``, a warning)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,6 +48,48 @@ DEFAULT_HEADLINE = ("dspy_cot", "dspy_bfrs", "dspy_mipro")
 # Accuracies closer than this are a tie when ranking (percentage points).
 TIE_TOLERANCE = 1e-9
 TIE_RULE = "tied accuracies share the average of the ranks they span (1 = best)"
+CONFIDENCE = 0.95
+# The two-sided normal quantile of CONFIDENCE (1.96).
+Z = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
+# Below this many scored samples a percentile bootstrap of a mean (the HPT view's HPI) runs
+# noticeably narrow (by ~20% at 10: it ignores the t correction and the n-1), so none is shown.
+MIN_BOOTSTRAP_N = 10
+INTERVALS = (
+    f"{CONFIDENCE:.0%} Wilson score intervals of k resolved out of n scored samples, for run "
+    f"results only (defined at 0/n and n/n as well, where a bootstrap or Wald interval "
+    f"collapses to a point); none for published (CSV) rows, whose samples hpt does not see, "
+    f"nor for cells whose samples were drawn more than once (their climbs are not "
+    f"independent). The HPT view's HPI: a {CONFIDENCE:.0%} percentile bootstrap over samples, "
+    f"given with at least {MIN_BOOTSTRAP_N} scored samples whose scores differ"
+)
+NO_SAMPLES = "a published result: hpt does not see the samples behind it"
+REPEATED_DRAWS = "samples drawn more than once (--samples-per-task): not independent"
+
+
+def wilson_interval(k: int, n: int) -> tuple[float, float]:
+    """The Wilson score interval (CONFIDENCE) of k successes in n trials, as fractions."""
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"no proportion in {k} of {n}")
+    p = k / n
+    z2 = Z * Z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    # 0/n and n/n: the bound that equals p must be p exactly, not p +- rounding.
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return low, high
+
+
+def hpi_interval_missing(n: int, distinct_scores: int, independent: bool) -> str | None:
+    """Why an HPI (a mean of per-sample scores) gets no bootstrap interval, or None when it
+    gets one."""
+    if not independent:
+        return REPEATED_DRAWS
+    if n < MIN_BOOTSTRAP_N:
+        return f"{n} scored sample(s): a bootstrap needs at least {MIN_BOOTSTRAP_N}"
+    if distinct_scores < 2:
+        return "every sample scored the same: a bootstrap collapses to that point"
+    return None
 
 
 @dataclass(frozen=True)
@@ -51,8 +102,10 @@ class MethodResult:
     accuracy: float  # percent
     # Samples scored, where known.
     n: int | None = None
-    # 95% bootstrap interval (percent), only where per-sample results exist (a run).
+    # CONFIDENCE Wilson interval (percent), only where hpt saw the samples (a run) ...
     ci: tuple[float, float] | None = None
+    # ... and, where there is none, why.
+    ci_missing: str | None = None
     # Samples that ended in an error: not scored, excluded from the accuracy.
     errors: int = 0
     # Mean prompt tokens per scored sample, where known.
@@ -68,6 +121,8 @@ class LadderResult:
     benchmark: str
     hpi: float | None
     hpi_ci: tuple[float, float] | None = None
+    # Why there is no interval, where there is none.
+    hpi_ci_missing: str | None = None
     accuracy: float | None = None  # percent resolved at any level
     # A uniform random guesser's HPI on the same samples and ladder (hpt.results.chance).
     chance_hpi: float | None = None
@@ -79,8 +134,12 @@ class LadderResult:
 
 class MethodStat(BaseModel):
     macro_avg: float
+    # Across benchmarks; None with one benchmark.
     sd: float | None
     benchmarks: int
+    # Scored samples summed over the benchmarks; None where a result does not say (a CSV
+    # row without n).
+    n: int | None = None
 
 
 class Spread(BaseModel):
@@ -132,6 +191,7 @@ class ResultRow(BaseModel):
     accuracy: float
     ci_low: float | None
     ci_high: float | None
+    ci_missing: str | None = None
     n: int | None
     errors: int
     prompt_tokens: float | None
@@ -144,6 +204,7 @@ class HpiRow(BaseModel):
     hpi: float | None
     hpi_ci_low: float | None
     hpi_ci_high: float | None
+    hpi_ci_missing: str | None = None
     chance_hpi: float | None = None
     accuracy: float | None
     n: int
@@ -161,16 +222,23 @@ class CeilingReport(BaseModel):
     models: dict[str, ModelCeiling]
     headline_delta: float | None
     headline_sd_delta: float | None
-    # Per method, the mean over models of its macro-average (the paper's section 3.2).
+    # The models each of the two averages is over.
+    headline_n: int = 0
+    headline_sd_n: int = 0
+    # Per method, the mean over models of its macro-average (the paper's section 3.2), and
+    # the models it is over.
     method_means: dict[str, float]
+    method_means_n: dict[str, int] = {}
     # Per method, the mean over models of its extra prompt tokens over the baseline.
     extra_prompt_tokens: dict[str, float | None]
     # Per benchmark, the mean over models of the headline methods' mean gain over the
     # baseline there (the paper's figure 3 and "reasoning tasks gain most").
     benchmark_gains: dict[str, float | None]
+    benchmark_gains_n: dict[str, int] = {}
     rank_flips: list[str]
     rankings: dict[str, BenchmarkRanking]
     ties: str = TIE_RULE
+    intervals: str = INTERVALS
     results: list[ResultRow]
     # The HPT view: each HPT ladder cell's HPI, {model: {benchmark: value}}.
     hpi: dict[str, dict[str, float | None]]
@@ -313,8 +381,12 @@ def compute(
             if method not in have[model]:
                 continue
             values = [table[model, b, method].accuracy for b in benches]
+            counts = [table[model, b, method].n for b in benches]
             stats[method] = MethodStat(
-                macro_avg=statistics.fmean(values), sd=sample_sd(values), benchmarks=len(values)
+                macro_avg=statistics.fmean(values),
+                sd=sample_sd(values),
+                benchmarks=len(values),
+                n=None if None in counts else sum(c for c in counts if c is not None),
             )
             extra = [
                 t - tb
@@ -365,11 +437,9 @@ def compute(
 
     headline = [d for m in out_models.values() if (d := m.headline_delta) is not None]
     headline_sd = [d for m in out_models.values() if (d := m.headline_sd_delta) is not None]
-    method_means = {
-        x: statistics.fmean(averages)
-        for x in methods
-        if (averages := [m.methods[x].macro_avg for m in out_models.values() if x in m.methods])
-    }
+    per_method = {x: [m.methods[x].macro_avg for m in out_models.values() if x in m.methods]
+                  for x in methods}  # fmt: skip
+    method_means = {x: statistics.fmean(v) for x, v in per_method.items() if v}
     extra_tokens = {
         x: _mean(
             [t for m in out_models.values() if (t := m.extra_prompt_tokens.get(x)) is not None]
@@ -377,6 +447,7 @@ def compute(
         for x in methods
     }
     benchmark_gains: dict[str, float | None] = {}
+    benchmark_gains_n: dict[str, int] = {}
     for b in all_benchmarks:
         per_model = []
         for model in models:
@@ -388,6 +459,7 @@ def compute(
             if gains:
                 per_model.append(statistics.fmean(gains))
         benchmark_gains[b] = _mean(per_model)
+        benchmark_gains_n[b] = len(per_model)
     errors = sum(r.errors for r in results)
     if errors:
         warnings.append(f"{errors} sample(s) ended in an error: excluded, not counted as wrong")
@@ -399,9 +471,13 @@ def compute(
         models=out_models,
         headline_delta=_mean(headline),
         headline_sd_delta=_mean(headline_sd),
+        headline_n=len(headline),
+        headline_sd_n=len(headline_sd),
         method_means=method_means,
+        method_means_n={x: len(v) for x, v in per_method.items() if v},
         extra_prompt_tokens=extra_tokens,
         benchmark_gains=benchmark_gains,
+        benchmark_gains_n=benchmark_gains_n,
         rank_flips=rank_flips,
         rankings=rankings,
         results=[_row(r) for r in results],
@@ -427,6 +503,7 @@ def _row(r: MethodResult) -> ResultRow:
         accuracy=r.accuracy,
         ci_low=r.ci[0] if r.ci else None,
         ci_high=r.ci[1] if r.ci else None,
+        ci_missing=None if r.ci else (r.ci_missing or NO_SAMPLES),
         n=r.n,
         errors=r.errors,
         prompt_tokens=r.prompt_tokens,
@@ -441,6 +518,7 @@ def _hpi_row(r: LadderResult) -> HpiRow:
         hpi=r.hpi,
         hpi_ci_low=r.hpi_ci[0] if r.hpi_ci else None,
         hpi_ci_high=r.hpi_ci[1] if r.hpi_ci else None,
+        hpi_ci_missing=None if r.hpi_ci else r.hpi_ci_missing,
         chance_hpi=r.chance_hpi,
         accuracy=r.accuracy,
         n=r.n,

@@ -1,6 +1,6 @@
-"""Adaptive HPF reads the level the selector chooses (never the list numbering it echoes), and
-every attempt is a fresh sample: a level chosen twice, and the two modes, do not share
-completions through the cache unless asked to."""
+"""Adaptive HPF reads the level the selector chooses as a careful human reads it (never the
+list numbering it echoes), and every attempt is a fresh sample: a level chosen twice, and the
+two modes, do not share completions through the cache unless asked to."""
 
 from __future__ import annotations
 
@@ -11,13 +11,9 @@ import pytest
 
 from hpt.backends import GenerationParams, ResponseCache
 from hpt.graphs import LadderRuntime
-from hpt.graphs.adaptive import (
-    adaptive_recursion_limit,
-    build_adaptive,
-    parse_level,
-    strategy_labels,
-)
+from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive, strategy_labels
 from hpt.graphs.ladder import build_ladder, recursion_limit
+from hpt.graphs.selector_reader import parse_level
 from hpt.graphs.strategies import DEFAULT_LADDER
 from hpt.prompts import PromptSet
 from hpt.tasks import get_task
@@ -31,46 +27,214 @@ ECHOED_LIST = """1. Role Prompting: Defines a role for the model in solving the 
 4. Least-to-most prompting: Uses a sequential method to derive essential insights from the task to solve it.
 5. Generated Knowledge Prompting: Integration and application of external knowledge to accomplish the task."""
 
+LABELS = strategy_labels(PromptSet.load("adaptive"), DEFAULT_LADDER)
 
-@pytest.mark.parametrize(
-    ("reply", "level"),
-    [
-        # a lone number, however dressed
-        ("3", 3), ("**3**", 3), ("3.", 3), ("(2)", 2), (" 4 \n", 4),
-        # a stated choice
-        ("I choose 3", 3), ("I choose strategy 3.", 3), ("Strategy: 3", 3), ("Index: 4", 4),
-        ("The most effective prompting strategy is **2**.", 2),
-        ("I would select index 5 because the task needs external knowledge.", 5),
-        ("Answer: 1", 1), ("Level 2", 2),
-        ("I choose strategy 3 since strategy 1 was already tried.", 3),
-        # a single numbered line is the chosen item
-        ("2. Zero-shot", 2), ("4. Least-to-most prompting", 4),
-        # the echoed strategy list is numbering, not a choice
-        (ECHOED_LIST, None),
-        ("For a given task, the prompting strategies are:\n" + ECHOED_LIST, None),
-        (ECHOED_LIST + "\n\nI choose 3.", 3),
-        ("Selected strategy: 2\n\n" + ECHOED_LIST, 2),
-        # prose naming no level, or several
-        ("Role Prompting is the best choice for this task.", None),
-        ("The answer is C. \"pet shop\"", None),
-        ("Strategy 2 or strategy 4 would both work.", None),
-        ("I choose 2, or maybe I choose 3.", None),
-        ("To answer this we need 12 apples and 3 oranges.", None),
-        # out of range
-        ("0", None), ("7", None), ("-1", None), ("Strategy 9", None), ("", None),
-    ],
-)  # fmt: skip
+# The selector's table of cases: each reply with the level a careful human reads in it.
+CASES = [
+    # a lone number, however dressed
+    ("3", 3), ("**3**", 3), ("3.", 3), ("(2)", 2), (" 4 \n", 4),
+    # a number alone on its line is the choice, whatever reasons follow (issue 23)
+    ("4\n\nExplanation: the earlier strategies were not enough.", 4),
+    ("Let me explain.\n\nThe task needs outside knowledge, so:\n\n5", 5),
+    ("1\n2\n3", None),  # a column of numbers chooses none of them
+    # a stated choice
+    ("I choose 3", 3), ("I choose strategy 3.", 3), ("Strategy: 3", 3), ("Index: 4", 4),
+    ("The most effective prompting strategy is **2**.", 2),
+    ("I would select index 5 because the task needs external knowledge.", 5),
+    ("Answer: 1", 1), ("Level 2", 2), ("I choose (3)", 3), ("I choose option three", 3),
+    ("I choose strategy 3 since strategy 1 was already tried.", 3),
+    # a single numbered line is the chosen item
+    ("2. Zero-shot", 2), ("4. Least-to-most prompting", 4),
+    ("2. Zero-shot Chain of Thought\nThe task is to identify and eliminate a negative aspect "
+     "from the narrative, making it an effective zero-shot chain of thought prompting strategy.", 2),
+    # the echoed strategy list is numbering, not a choice
+    (ECHOED_LIST, None),
+    ("For a given task, the prompting strategies are:\n" + ECHOED_LIST, None),
+    (ECHOED_LIST + "\n\nI choose 3.", 3),
+    ("Selected strategy: 2\n\n" + ECHOED_LIST, 2),
+    ("1. The question is a yes/no question.\n2. Role Prompting was tried.\n3. So I choose 2.", 2),
+    # a strategy named by its name (issue 23): full or short, any case, with or without
+    # "prompting", number words or digits, CoT or Chain of Thought, acronyms with a capital
+    ("I would suggest using the Zero-shot Chain of Thought prompt", 2),
+    ("The most effective prompting strategy is indeed 'Generated Knowledge Prompting'.", 5),
+    ("'Three-shot Chain of Thought' (3ST)", 3),
+    ("is indeed 'Generated Knowledge Prompting'", 5),
+    ("Role Prompting is the best choice for this task.", 1),  # was a hallucination before 23
+    ("role prompt", 1), ("zero-shot cot", 2), ("ZS-CoT", 2), ("Zero Shot Chain-of-Thought", 2),
+    ("3-shot CoT", 3), ("three shot chain-of-thought prompting", 3), ("3S-CoT", 3),
+    ("LEAST TO MOST PROMPTING", 4), ("Least-to-most", 4), ("LtM", 4), ("Generated Knowledge", 5),
+    ("The most effective prompting strategy is \"Generate Knowledge\" in the context of the task.", 5),
+    ("GKP", 5),
+    ("The most effective prompting strategy is the zero-shot chain of thought method.", 2),
+    # ... and what names none: a bare "role", a lowercase acronym, "Chain of Thought" alone
+    # (Zero-shot or Three-shot?), a strategy that is not on the ladder
+    ("I would pick the role one", None), ("ltm", None), ("Chain of Thought prompting", None),
+    ("Few-shot CoT", None),
+    # a number beside a name that is no strategy of the ladder is a hallucination (issue 23)
+    ('3. "Sensory Implicit Prompting: …"', None),
+    ('3. "Sensory Implicit Prompting: The most effective prompt is generated by the cognitive '
+     'model of a human, which involves sensory processing and creativity."', None),
+    ("3. Socratic Questioning: asks the model questions", None),
+    ("I choose 3 (Sensory Prompting)", None), ("Strategy 3: Socratic Questioning", None),
+    # ... and so is a number beside another strategy's name
+    ("1. Zero-shot Chain of Thought prompting", None), ("2. Zero-shot Chain of Thought prompting", 2),
+    ("I choose 3: Least-to-most prompting", None), ("I choose 4: Least-to-most prompting", 4),
+    ("I choose 3 (Least-to-most)", None), ("Least-to-most (option 3)", None),
+    ("Least-to-most (4)", 4), ("Strategy 3: Three-shot Chain of Thought prompting", 3),
+    # ... a name and a number that are not beside each other: the stated choice decides
+    ("Role Prompting is fine, but I choose 4", 4), ("I choose 3 because Role Prompting failed.", 3),
+    # a level named as tried, failed or rejected is not chosen (issue 23)
+    ("Let me think. Option 1 did not work before, so the best index is 5.", 5),
+    ("Strategy 2 did not work.", None), ("not 2", None), ("Not 2. I choose 4.", 4),
+    ("Instead of 3, I choose 1.", 1), ("2 did not work, so I choose 4", 4),
+    ("Rather than option 4, I pick 1", 1), ("I choose 3, not 2.", 3),
+    ("I would not choose 2; I choose 4.", 4), ("Option 3 is more suitable than option 2.", 3),
+    ("Strategies 1 and 2 failed, so level 3.", 3),
+    ("Zero-shot CoT was already tried; Three-shot CoT it is.", 3),
+    ("Strategy 1 (Role Prompting) did not work, so I will use Zero-shot CoT.", 2),
+    ("I don't think Role Prompting would work; Least-to-most is better.", 4),
+    ("The most effective prompting strategy is Zero-shot Chain of Thought (2), not Role "
+     "Prompting (1).", 2),
+    # the last stated choice wins, unless it is an alternative or a fallback
+    ("I choose 2. On second thought, I choose 3.", 3), ("4\n\nI choose 2 instead.", 2),
+    ("I choose 2 because it is simpler. Role or Three-shot would need examples. Final answer: 3.",
+     3),
+    ("I choose 2, or maybe I choose 3.", None), ("I choose 2 or 3", None),
+    ("I choose 2 or maybe 3", None), ("I choose 2. If that fails, I choose 4.", None),
+    # prose naming no level, or several
+    ("The answer is C. \"pet shop\"", None), ("Answer: False", None),
+    ("I choose strategy 3. The answer is C.", 3),
+    ("Strategy 2 or strategy 4 would both work.", None),
+    ("To answer this we need 12 apples and 3 oranges.", None),
+    ("The best strategy is one that uses examples.", None),
+    # out of range
+    ("0", None), ("7", None), ("-1", None), ("Strategy 9", None), ("", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("reply", "level"), CASES)
 def test_selector_replies(reply: str, level: int | None) -> None:
     assert parse_level(reply, 5, LABELS) == level
 
 
-LABELS = strategy_labels(PromptSet.load("adaptive"), DEFAULT_LADDER)
+# Every selector reply of a 5-sample CSQA adaptive run on the embedded SmolLM2 model (`hpt run
+# --dataset csqa --limit 5 --mode adaptive --max-tokens 256`, main at cd30109), each with the
+# level a careful human reads in it: 7 of 24 name a strategy in words (issue 23).
+CSQA_RUN = [
+    ("When selecting the most effective prompting strategy, I would suggest using the Zero-shot "
+     "Chain of Thought prompt. This approach allows for unlimited iterations and provides a more "
+     "structured and logical process by generating ideas without imposing external influences or "
+     "constraints on the problem's context.", 2),
+    ('The most effective prompting strategy for the task is "Generated Knowledge" by choosing to '
+     "use external knowledge.", 5),
+    ('The most effective prompting strategy is indeed "Generated Knowledge Prompting" but I will '
+     "provide the most appropriate name for this prompt.", 5),
+    ("This task is a classic example of a cognitive bias, specifically the tendency to use "
+     "incomplete information as evidence. A simple yet effective method for solving this problem "
+     "could be:\n\n1. Unstructured Prompting: Start by presenting your answer without any "
+     "additional context or description.\n2. Zero-shot Chain of Thought: Provide only one "
+     "sentence describing your answer.\n3. Three-shot Chain of Thought: Offer three sentences "
+     "related to your answer.\n4. Least-to-most Prompting: Use a sequential method to derive "
+     "essential insights from the task and solve it.\n5. Generated Knowledge Prompting: This is "
+     "an example of a cognitive bias called Occam's Razor.", None),
+    ("Choose the most effective prompting strategy among the following options:", None),
+    ("This task requires a critical thinker to examine the specific narrative provided by Dan "
+     'falling off of a bar stool and conclude that it was an "athlete" or one who fell. A most '
+     "effective prompting strategy is:\n\n1. Zero-shot Chain of Thought (C).\n2. Three-shot Chain "
+     "of Thought (E)\n3. Least-to-most prompting (D, Tafdelekar, Hatem Ami)", None),
+    ("The most effective prompting strategy is:\n\n1. Zero-shot Chain of Thought: \"Let's think "
+     "step by step\"\n2. Three-shot Chain of Thought: \"If you're going to choose a menu, I'm not "
+     "going to eat it, and I don't know what that means...\"", None),
+    ('The most effective prompting strategy for this task is "Three-shot Chain of Thought" as it '
+     "combines the concept of three different types of prompts to provide a comprehensive and "
+     "structured approach.\n\nThis prompt involves using multiple stages of reasoning, which is an "
+     'example of a combination technique known as "Three-shot Chain of Thought" or more precisely '
+     'called "Shorter".', 3),
+    ("1. Zero-shot Chain of Thought prompting: \"Let's think step by step\"\n2. Three-shot Chain of "
+     "Thought prompting: \"Let's think step by step\"", None),
+    ('The most effective prompting strategy for this task is "A. "Kitchen" as a critical '
+     'thinker."', None),
+    ("1. Role Prompting: The task requires a critical thinker to choose between two options, one "
+     'of which is "health" and the other is "fall down".\n2. Zero-shot Chain of Thought '
+     "prompting: It suggests that there are no direct answers in this scenario.\n\n3. Three-shot "
+     "Chain of Thought prompting: The task requires a critical thinker to choose between two "
+     "options.\n4. Least-to-most promptening: It suggests that there are no direct answers in this "
+     "scenario.\n\n5. Generated Knowledge prompting: This is the most effective and fastest mode to "
+     "generate new ideas.", None),
+    ("The most effective prompting strategy is: \"Let's think step by step\"", None),
+    ('The most effective prompting strategy is "Choose the answer: D" because it involves '
+     "generating external knowledge from the task to solve the challenge. The other options are "
+     "not as effective, and in this scenario, you choose a prompt that integrates external "
+     "knowledge with critical thinking and problem-solving skills.", None),
+    ("This task involves identifying the most effective prompting strategy. The least-to-most "
+     'prompt was, "The teens were trying to hide that they get drink, but when they walked in the '
+     'door their what gave it away?"', 4),
+    ('The most effective prompting strategy is: "Which of the following answers gives you the most '
+     'information? A. "health" B. "fall down" C. "stagger D. "Vomit E."\n\nThis prompt aims to '
+     "encourage critical thinking and problem-solving by using a sequential method.", None),
+    ("1. Zero-shot Chain of Thought\nThis is the most effective prompt for this task, as it allows "
+     "the model to explore different options.\n\n2. Built-in Prompting: This is one of the most "
+     "commonly used prompts.\n3. Least-to-most prompting: This is a technique in AI development.\n"
+     "4. Generated Knowledge Prompting: This is another technique used by some AI models.\n5. "
+     "Built-in prompt: This is one of the most commonly used prompts in AI development.", None),
+    ("The most effective prompting strategy for this task would be:\n\nChoose the answer: "
+     '"Church" as a critical thinker.', None),
+    ('A: "Sensory-based Implicit Reasoning"', None),
+    ('3. "Sensory Implicit Prompting: The most effective prompt is generated by the cognitive '
+     'model of a human, which involves sensory processing and creativity."', None),
+    ('The most effective prompting strategy is: "Choose the answer: A. "beach", B. "city hall", '
+     'C. "garage" as a critical thinker."', None),
+    ('The most effective prompt strategy is: "Choose the answer: A. "beach",B. "city hall",C. '
+     '"closet",D. "garage" as a critical thinker.', None),
+    ('The most effective prompting strategy is "Generate Knowledge" in the context of the task.',
+     5),
+    ('The most effective prompting strategy is "Three-shot Chain of Thought" (3S). It uses a '
+     "sequential method to derive essential insights from the task and provides a narrative "
+     "explanation with three examples. It's an example of a three-shot chain of thought, which is "
+     "often used in problem-solving and critical thinking exercises.", 3),
+    ("To choose the most effective prompting strategy, let's analyze the options:\n1. Zero-shot "
+     "Chain of Thought: This is a zero-shot chain of thought method that does not provide "
+     "previous examples.\n\n2. Three-shot Chain of Thought: This is a three-shot chaining method."
+     "\n\n3. Least-to-most: This is an index that evaluates and provides feedback on which prompt "
+     "has been most effective. It only allows for 10 items to be evaluated.\n\n4. Generated "
+     "Knowledge: This method uses external knowledge from the task as input.", None),
+]  # fmt: skip
 
-# Every selector reply of a 3-sample CSQA adaptive run on the embedded SmolLM2 model
-# (`hpt run --dataset csqa --limit 3 --mode adaptive --max-tokens 256`): none names a level.
+
+# Replies of a 10-sample BoolQ adaptive run on the same model, in forms the CSQA run lacks.
+BOOLQ_RUN = [
+    ("1. Role Prompting: This is a zero-shot chain of thought prompting strategy that helps the "
+     "model to generate and apply their own reasoning within the task itself.", 1),
+    ('2. Role Prompting: The prompt "DMSI applied the brand to a new online and catalog-based '
+     'retailing operation" is an index of the most effective prompting strategy that includes '
+     "role prompts as well as zero-shot chain of thought prompts.", None),
+    ("1. Zero-shot Chain of Thought\nA zero-shot chain of thought is a technique that does not "
+     'offer any input for the previous response, which indicates the index "I\'m an Omniscient '
+     'person"', None),
+    ('The most effective prompting strategy is "Zero-shot Chain of Thought" (zcat) which was '
+     "suggested by Hugging Face.", 2),
+    ("The most effective prompting strategy is:\n\nRewarding Rewards and Reward System\nThis "
+     "system encourages a multi-round process where the model provides feedback to the user.",
+     None),
+    ("The most effective prompting strategy is: \"based on the passage, do numbers look the same "
+     'across languages and scripts."', None),
+    ("1. Zero-shot Chain of Thought: The most effective prompting strategy is \"The most effective "
+     'prompting strategy for the task"\n\n2. Three-shot Chaining of Thoughts: The most effective '
+     'prompting strategy is "Three-shots in a row; 3-on-three shots."', None),
+    ("In 2018, the NHL implemented the 3-on-3 skater rule. This rule was first introduced by the "
+     "NHL in 2009 but has been expanded upon for the 2015--16 NHL season.", None),
+    ("I'm not able to provide the most effective prompting strategy as an Omniscient person.",
+     None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("reply", "level"), CSQA_RUN + BOOLQ_RUN)
+def test_a_real_runs_selector_replies(reply: str, level: int | None) -> None:
+    assert parse_level(reply, 5, LABELS) == level
+
+
+# Selector replies of an earlier 3-sample CSQA run on the embedded model: none chooses a level.
 EMBEDDED_REPLIES = [
-    "When selecting the most effective prompting strategy, I would suggest using the Zero-shot "
-    "Chain of Thought (SHT) as a sequential method to derive essential insights from the task.",
     "The most effective prompting strategy is:\n\n1. Zero-shot Chain of Thought: The task can be "
     'solved in the order of "2, 3, 4, 5" by using a zero-shot chain of thought and applying the '
     "given prompt.",
@@ -94,13 +258,21 @@ def test_embedded_selector_replies_name_no_level(reply: str) -> None:
     assert parse_level(reply, 5, LABELS) is None
 
 
-def test_a_number_beside_another_strategys_name_is_a_conflict() -> None:
-    assert LABELS == ["Role Prompting", "Zero-shot Chain of Thought", "Three-shot Chain of Thought",
-                      "Least-to-most", "Generated Knowledge"]  # fmt: skip
-    assert parse_level("2. Zero-shot Chain of Thought prompting", 5, LABELS) == 2
-    assert parse_level("1. Zero-shot Chain of Thought prompting", 5, LABELS) is None
-    assert parse_level("I choose 3: Least-to-most prompting", 5, LABELS) is None
-    assert parse_level("I choose 4: Least-to-most prompting", 5, LABELS) == 4
+def test_names_come_from_the_ladder_in_its_order() -> None:
+    assert LABELS == ["Role Prompting", "Zero-shot Chain of Thought prompting",
+                      "Three-shot Chain of Thought prompting", "Least-to-most prompting",
+                      "Generated Knowledge Prompting"]  # fmt: skip
+    # --strategies least_to_most,role: the names follow the levels
+    reordered = strategy_labels(PromptSet.load("adaptive"), ["least_to_most", "role"])
+    assert parse_level("Least-to-most prompting", 2, reordered) == 1
+    assert parse_level("I choose Role Prompting", 2, reordered) == 2
+    assert parse_level("Zero-shot CoT", 2, reordered) is None  # not on this ladder
+    # a plugin's strategies, named from their descriptions (or their names, without one)
+    plugin = ["Tree of Thoughts", "Plan-and-Solve prompting", "decompose"]
+    assert parse_level("I would go with plan and solve.", 3, plugin) == 2
+    assert parse_level("ToT", 3, plugin) == 1
+    assert parse_level("decompose prompting", 3, plugin) == 3
+    assert parse_level("We should decompose the task.", 3, plugin) is None
 
 
 def _wrong(body: dict[str, Any]) -> str:

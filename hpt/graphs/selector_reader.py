@@ -399,8 +399,8 @@ class _Reading:
             return None
         if at in self.found:
             self.claimed.add(at)
-            end, named = self.found[at]
-            return end, named != level
+            name_end, named = self.found[at]
+            return name_end, named != level
         end = next((t.end() for t in self.titled if t.start() == at), None)
         if end is None:
             item = _TITLED_ITEM.match(self.text, at)

@@ -442,7 +442,7 @@ def markdown(
     out.write(
         f"Brackets are 95% percentile-bootstrap intervals over samples "
         f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}). Samples that ended in an "
-        f"error are not scored.\n"
+        f"error, or that a judge left without a valid score, are not scored.\n"
     )
     for table in declared_tables(reports):
         body = declared_table(reports, table)

@@ -141,7 +141,8 @@ class DepthQA(Task):
             question.question, prediction, question.answer, f"depthqa-judge#{cache_seed}"
         )
         if verdict.score is None:
-            detail = f"no valid judge score in {len(verdict.replies)} replies (missing)"
+            # Not resolved, so a ladder climbs on; the record is not scored (scoring.unjudged).
+            detail = f"no valid judge score in {len(verdict.replies)} replies: missing, not scored"
         else:
             detail = f"judge score {verdict.score}/5"
         return Check(

@@ -135,3 +135,19 @@ def test_adaptive_cells_have_no_level1_figures() -> None:
     assert set(s.pass_at_k) == {"hpf@1", "hpf@2"}
     [row] = csv_rows([CellReport(summary=s, info=TASKS["boolq"].info())])
     assert row["level1_accuracy"] is None and row["chance_level1_accuracy"] is None
+
+
+def test_reports_read_records_saved_before_the_fix_the_same_way(tmp_path) -> None:
+    """Records from an older hpt carry hpi_score m + penalty for unjudged climbs; reports
+    recompute from the attempts, so intervals, sizing and paired scores leave them out."""
+    from hpt.reports.tables import collect
+    from tests.run_fixtures import write_run
+
+    records = [node("a", attempt(1, None)), node("b", attempt(1, 5)), node("c", attempt(1, 2))]
+    assert records[0].hpi_score == 1 + PENALTY  # as saved before
+    [r] = collect([write_run(tmp_path / "run", list(records))])
+    assert (r.summary.n, r.summary.judge_missing) == (2, 1)
+    assert r.summary.hpi == pytest.approx((1 + 1 + PENALTY) / 2)
+    low, high = r.hpi_ci or (0.0, 0.0)
+    assert (low, high) != (0.0, 0.0) and high <= 1 + PENALTY and r.distinct_samples == 2
+    assert r.intervals["depth_scores.1"] == (5.0, 5.0) and "depth_scores.2" in r.intervals

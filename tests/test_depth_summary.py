@@ -3,6 +3,8 @@ accuracy, level counts, depth means and discrepancies, counted apart -- never un
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hpt.reports.tables import CellReport, csv_rows, table_levels
@@ -137,7 +139,7 @@ def test_adaptive_cells_have_no_level1_figures() -> None:
     assert row["level1_accuracy"] is None and row["chance_level1_accuracy"] is None
 
 
-def test_reports_read_records_saved_before_the_fix_the_same_way(tmp_path) -> None:
+def test_reports_read_records_saved_before_the_fix_the_same_way(tmp_path: Path) -> None:
     """Records from an older hpt carry hpi_score m + penalty for unjudged climbs; reports
     recompute from the attempts, so intervals, sizing and paired scores leave them out."""
     from hpt.reports.tables import collect

@@ -164,7 +164,8 @@ class SampleRecord(BaseModel):
     target: str
     # 1..m, or None when no level resolved the sample (or it ended in an error).
     resolved_level: int | None
-    # k when resolved at level k; m + penalty when unresolved; None for an error (not scored).
+    # k when resolved at level k; m + penalty when unresolved; None when not scored: an error,
+    # or a level whose judge gave no valid score (hpt.results.scoring.unjudged).
     hpi_score: float | None
     # How many answers a uniform random guess picks from (the chance level); None: an open
     # answer, or a record written before hpt recorded it.

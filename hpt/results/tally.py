@@ -3,7 +3,6 @@ that computes it: pure functions over sample records, streamed, in flat memory."
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -13,6 +12,7 @@ from pydantic import BaseModel
 from hpt.depth.metrics import (
     Discrepancy,
     backward_discrepancy,
+    depth_means,
     depth_scores,
     forward_discrepancy,
 )
@@ -334,19 +334,16 @@ class Tally:
         for node, given in self.node_scores.items():
             known = [s for s in given if s is not None]
             scores[node] = sum(known) / len(known) if known else None
-        by_depth = depth_scores(scores, self.node_depth)
+        means = depth_means(scores, self.node_depth)
+        nodes = depth_scores(scores, self.node_depth)
         return {
-            "depth_scores": {str(d): _mean(v) for d, v in sorted(by_depth.items())},
-            "depth_nodes": {str(d): len(v) for d, v in sorted(by_depth.items())},
+            "depth_scores": {str(d): v for d, v in sorted(means.items())},
+            "depth_nodes": {str(d): len(v) for d, v in sorted(nodes.items())},
             "forward_discrepancy": forward_discrepancy(scores, self.node_depth, self.node_preds),
             "backward_discrepancy": backward_discrepancy(scores, self.node_depth, self.node_succs),
             "judge_missing": self.judge_missing,
             "min_k_prob": {str(d): _spread(self.min_k.get(d, [])) for d in (1, 2, 3)},
         }
-
-
-def _mean(values: list[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
 
 
 def _spread(values: list[float]) -> dict[str, float | None]:

@@ -146,6 +146,10 @@ def test_four_modes_one_record_per_node_and_each_prompt_once(scripted, tmp_path:
     assert bwd["d1_d2"]["value"] == 0.0 and bwd["d1_d2"]["nodes"] == 2
     assert bwd["d2_d3"]["nodes"] == 0 and bwd["d2_d3"]["value"] is None
     assert zero["judge_missing"] == 0 and zero["accuracy"] == pytest.approx(5 / 6)
+    assert zero["depth_nodes"] == {"1": 3, "2": 2, "3": 1}
+    # The end-of-run table: each cell's depth means beside the nodes they rest on.
+    row = next(x for x in result.stdout.splitlines() if "standard · zero-shot" in x)
+    assert "D1 5.000 (3 nodes)  D2 4.000 (2 nodes)  D3 1.000 (1 node)  judge missing 0" in row
     report = hpt("report", str(out), "--no-plots")
     assert report.returncode == 0, report.stderr
     assert "## DepthQA · mean judge score per depth" in report.stdout

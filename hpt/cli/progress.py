@@ -182,7 +182,9 @@ def _depth_mean(mean: float | None, nodes: int | None) -> str:
     """A depth's mean judge score and the nodes it rests on (unknown in old summaries)."""
     if nodes is None:
         return _fmt(mean)
-    return f"{_fmt(mean)} ({nodes} nodes)" if nodes else "- (no scored node)"
+    if not nodes:
+        return "- (no scored node)"
+    return f"{_fmt(mean)} ({nodes} node{'' if nodes == 1 else 's'})"
 
 
 def cells_table(summaries: list[Summary]) -> Table:
@@ -200,7 +202,7 @@ def cells_table(summaries: list[Summary]) -> Table:
             nodes = s.depth_nodes or {}
             means = "  ".join(f"D{d} {_depth_mean(v, nodes.get(d))}"
                               for d, v in s.depth_scores.items())  # fmt: skip
-            metric = f"judge {means}  no score {s.judge_missing}"
+            metric = f"judge {means}  judge missing {s.judge_missing}"
         mode = s.mode + (f" · {s.variant}" if s.variant else "")
         table.add_row(
             s.dataset + at, s.model, mode, str(s.n), _fmt(s.hpi), _fmt(s.chance_hpi),

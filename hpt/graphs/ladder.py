@@ -141,7 +141,7 @@ def _node(
 async def _read(runtime: LadderRuntime, ctx: StrategyContext, completion: str) -> Check:
     """The task's check of ``completion``: by the rule reader, or by the extractor model with
     the rule reader's reading kept beside it."""
-    check = await runtime.task.acheck(ctx.sample, completion, ctx.shared_seed)
+    check = await runtime.task.acheck_reply(ctx.sample, completion, ctx.calls, ctx.shared_seed)
     ctx.calls.extend(check.calls)  # a judge's calls belong to the attempt it judged
     extractor = runtime.extractor
     if extractor is None or not extractor.applies_to(runtime.task):

@@ -16,6 +16,7 @@ from hpt.results.info import ReportTable, TaskInfo
 from hpt.results.penalties import UNSTATED, PenaltySource
 from hpt.results.records import Attempt, Call, Reading, Verdict
 from hpt.tasks import tables
+from hpt.tasks.cutoff import CUT_OFF, whole_part
 
 
 class DatasetError(ValueError):
@@ -180,6 +181,11 @@ class Task(ABC):
     def parse(self, completion: str, sample: Sample) -> str | None:
         """The answer stated in the model's completion, or None if there is none to read."""
 
+    def parse_why(self, completion: str, sample: Sample) -> tuple[str | None, str | None]:
+        """``parse``'s answer and, when there is none, why, where the reader can say ("conflict:
+        D is written with option C's text ..."); by default ``parse`` with no reason."""
+        return self.parse(completion, sample), None
+
     def alternative_readings(self, completion: str, sample: Sample) -> dict[str, str | None]:
         """Readings other than ``parse``'s, by name, recorded beside it (none by default)."""
         return {}
@@ -192,19 +198,39 @@ class Task(ABC):
         return Reading(parsed=parsed, resolved=resolved)
 
     def check(self, sample: Sample, completion: str) -> Check:
-        primary = self.reading(self.parse(completion, sample), sample)
+        parsed, why = self.parse_why(completion, sample)
+        primary = self.reading(parsed, sample)
         others = self.alternative_readings(completion, sample)
         return Check(
             parsed=primary.parsed,
             resolved=primary.resolved,
+            detail=why,
             alternatives={name: self.reading(p, sample) for name, p in others.items()},
         )
 
     async def acheck(self, sample: Sample, completion: str, cache_seed: str = "") -> Check:
-        """What the ladder calls; tasks that run code or models override it. ``cache_seed``:
-        the attempt's seed without the sample's identity, so a judge asked the same thing
-        about two samples answers once."""
+        """The check of ``completion``; tasks that run code or models override it.
+        ``cache_seed``: the attempt's seed without the sample's identity, so a judge asked the
+        same thing about two samples answers once."""
         return self.check(sample, completion)
+
+    async def acheck_reply(
+        self, sample: Sample, completion: str, calls: Sequence[Call], cache_seed: str = ""
+    ) -> Check:
+        """What the ladder calls: ``acheck`` of ``completion`` as the call that wrote it
+        (among ``calls``) ended. An answer task (``kind`` "answer") reads a reply cut off at
+        the length limit only up to where it is whole, and nothing of one cut off in a
+        repeating loop (hpt.tasks.cutoff); the detail says so. Tasks that score the text
+        itself (code, translations, judged answers) read every reply as it came."""
+        finish = next((c.finish_reason for c in reversed(calls) if c.completion == completion),
+                      None)  # fmt: skip
+        if self.kind != "answer" or finish not in CUT_OFF:
+            return await self.acheck(sample, completion, cache_seed)
+        whole = whole_part(completion)
+        check = await self.acheck(sample, whole.text, cache_seed)
+        # The reader's own reason first: it says why there is no answer, where it can.
+        detail = whole.note if check.detail is None else f"{check.detail}; {whole.note}"
+        return check.model_copy(update={"detail": detail})
 
 
 def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Sample]:

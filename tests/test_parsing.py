@@ -1,11 +1,14 @@
 import pytest
 
+from hpt.tasks.cutoff import whole_part
 from hpt.tasks.parsing import (
+    asks_for_total,
     normalize_number,
     parse_bool,
     parse_choice,
     parse_number,
     parse_number_strict,
+    read_choice,
     strip_echo,
 )
 
@@ -124,3 +127,96 @@ def test_parse_choice_sees_conflicts_only_with_options() -> None:
     assert parse_choice('The answer is D. "living room."', "ABCDE") == "D"
     assert parse_choice('The answer is D. "living room."', "ABCDE", options) is None
     assert parse_choice('The answer is D. "farmhouse."', "ABCDE", options) == "D"
+
+
+@pytest.mark.parametrize(
+    ("text", "whole", "kind"),
+    [
+        # Read up to the last whole line or sentence; a cut-off number is not read.
+        ("She makes 18 dollars.\n#### 1", "She makes 18 dollars.\n", "cut off"),
+        ("The answer is 18. Because", "The answer is 18.", "cut off"),
+        ("The answer is 2.5", "", "cut off"),  # "2.5" may have gone on: "2.55"
+        ("The answer is 18.", "", "cut off"),  # no white space after: "18.5" may follow
+        ("Answer: B\n", "Answer: B\n", "cut off"),
+        ('He said "yes." Then', 'He said "yes."', "cut off"),
+        # A loop: one line or sentence three times in a row, or a longer block twice.
+        ("So 18.\n#### 7\n#### 7\n#### 7\n####", "", "repeating loop"),
+        ("She has 7 apples. She has 7 apples. She has 7 apples. She", "", "repeating loop"),
+        ("#### 7\nThe answer is 7.\n#### 7\nThe answer is 7.\n#### 7", "", "repeating loop"),
+        # Not a loop: a line twice, alike lines, lines without a letter or digit.
+        ("So 18.\n#### 18\n#### 18\nThe", "So 18.\n#### 18\n#### 18\n", "cut off"),
+        (
+            "Day 1: 7 hours.\nDay 2: 7 hours.\nDay 3: 7 hours.\nDay 4: 7 hours.\nDay",
+            "Day 1: 7 hours.\nDay 2: 7 hours.\nDay 3: 7 hours.\nDay 4: 7 hours.\n",
+            "cut off",
+        ),
+        (
+            "1. 7 eggs.\n2. 7 eggs.\n3. 7 eggs.\n4.",
+            "1. 7 eggs.\n2. 7 eggs.\n3. 7 eggs.\n",
+            "cut off",
+        ),
+        ("x = 18\n}\n}\n}\nprint", "x = 18\n}\n}\n}\n", "cut off"),
+    ],
+)
+def test_whole_part_of_a_reply_cut_off(text: str, whole: str, kind: str) -> None:
+    part = whole_part(text)
+    assert part.text == whole
+    assert part.note.startswith(kind + ": ")
+
+
+def test_a_loop_note_names_the_block() -> None:
+    note = whole_part("#### 7\n" * 40).note
+    assert note == 'repeating loop: cut off at the length limit repeating "#### 7" 40 times'
+
+
+@pytest.mark.parametrize(
+    ("text", "totals", "expected"),
+    [
+        # List numbering, step labels, asides, ratios and "divided by" operands are not results.
+        ("1. 9 * 2 = 18 dollars.\n2. That is all.\n3. Therefore, she is happy.", False, "18"),
+        ("Step 1: 9 * 2 = 18\nStep 2", False, "18"),
+        ("She makes 18 dollars (her sister makes 4).", False, "18"),
+        ("She sells 9 eggs at $2 (which is $18 a day).", False, "18"),  # a restatement
+        ("She sells 9 eggs at $2 (i.e. 18 dollars).", False, "18"),
+        ("She makes (16 - 3 - 4) * 2", False, None),  # bracketed arithmetic is no aside
+        ("She makes 2 * (16 - 3 - 4)", False, None),
+        ("It ends at 7:30", False, None),
+        ("24 divided by 4", False, None),
+        ("24 divided by 4 is 6", False, "6"),
+        ("Her savings grew by 4", False, "4"),
+        ("Its price went up 3 times", False, "3"),
+        # A total stated, when the question asks for one, over uncomputed numbers after it.
+        ("The total is 30, so she lost 6 hours.", True, "30"),
+        ("The total is 30, so she lost 6 hours.", False, "6"),
+        ("The total is 30, so she has 30 + 18 = 48 hours.", True, "48"),
+        ("The total is 30. She lost 6 hours.", True, "6"),  # another sentence
+    ],
+)
+def test_number_fallback_reads_results(text: str, totals: bool, expected: str | None) -> None:
+    assert parse_number(text, totals=totals) == expected
+    assert parse_number_strict(text, totals=totals) is None
+
+
+def test_asks_for_total() -> None:
+    assert asks_for_total("How many hours did she sleep in total throughout the week?")
+    assert asks_for_total("How many apples do they have altogether?")
+    assert not asks_for_total("How much does she make every day?")
+
+
+def test_read_choice_says_why_it_read_nothing() -> None:
+    options = [("A", "carrot"), ("B", "potato"), ("C", "cucumber"), ("D", "onion")]
+    assert read_choice('D. "cucumber"', "ABCD", options) == (
+        None, "conflict: D is written with option C's text \"cucumber\""
+    )  # fmt: skip
+    assert read_choice("A. carrot\nB. potato", "ABCD", options).why == (
+        "options listed: the reply lists the options and chooses none"
+    )
+    assert read_choice("I am not sure.", "ABCD", options) == (None, None)
+    assert read_choice('C. "cucumber"', "ABCD", options) == ("C", None)
+
+
+def test_an_option_text_reply_needs_one_owner_and_not_a_label() -> None:
+    options = [("A", "C"), ("B", "C++"), ("C", "Java"), ("D", "Java")]
+    assert parse_choice("C++", "ABCD", options) == "B"
+    assert parse_choice("C", "ABCD", options) == "C"  # the bare label, not A's text "C"
+    assert parse_choice("Java", "ABCD", options) is None  # two options have that text

@@ -1,29 +1,41 @@
 """What the answer readers take from realistic completions: the readers' specification.
 
 Each row is a completion a model could write (chain-of-thought prose, markdown, least-to-most
-"discard wrong answers" analyses, echoed prompts, retractions, double negations) and the
-answer a careful human reads in it, checked through the task's own check() on a hand-built
-sample with real option texts. ``None`` means unresolved; where a human might lean to an
-answer but the reader returns None, the row says why.
+"discard wrong answers" analyses, echoed prompts, retractions, double negations, replies cut
+off at the length limit) and the answer a careful human reads in it, checked through the
+task's own check on a hand-built sample with real option texts. ``None`` means unresolved;
+where a human might lean to an answer but the reader returns None, the row says why.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp import web
 
-from hpt.tasks.base import Sample, Task
+from hpt.backends.base import Message
+from hpt.results.records import Call
+from hpt.runs import RunSpec, run_evaluation
+from hpt.tasks.base import Check, Sample, Task
 from hpt.tasks.boolq import BoolQ
 from hpt.tasks.csqa import CommonsenseQA
 from hpt.tasks.gsm8k import GSM8K
 from hpt.tasks.mmlu import MMLU
+from hpt.tasks.mmlu_pro import MMLUPro
+from tests.servers.openai_compat import FakeOpenAI, ServerThread
 
 TASKS: dict[str, Task] = {
     "boolq": BoolQ(),
     "gsm8k": GSM8K(),
     "csqa": CommonsenseQA(),
     "mmlu": MMLU(),
+    "mmlu_pro": MMLUPro(),
 }
 
 
@@ -99,6 +111,31 @@ SAMPLES: dict[str, Sample] = {
         },
         target="3",
     ),
+    "sadie": Sample(
+        id="gsm8k-sadie",
+        fields={
+            "question": "Sadie slept 8 hours on Monday. For the next two days, she slept 2 hours "
+            "less, each, because she had to complete some assignments. If the rest of the week "
+            "she slept 1 hour more than those two days, how many hours did she sleep in total "
+            "throughout the week?"
+        },
+        target="48",
+    ),
+    "cookies": Sample(
+        id="gsm8k-cookies",
+        fields={
+            "question": "Mia bakes 24 cookies and shares them equally among her 4 friends. How "
+            "many cookies does each friend get?"
+        },
+        target="6",
+    ),
+    "pens": Sample(
+        id="gsm8k-pens",
+        fields={
+            "question": "A pen cost $3 last year and costs $7 now. By how much did its price go up?"
+        },
+        target="4",
+    ),
     "josh": Sample(
         id="gsm8k-josh",
         fields={
@@ -141,6 +178,12 @@ SAMPLES: dict[str, Sample] = {
         "What green vegetable is soaked in brine to make a pickle?",
         ["carrot", "potato", "onion", "cucumber", "lettuce"],
         "D",
+    ),
+    "brine": _choice(
+        "csqa-brine",
+        "What green vegetable is soaked in brine to make a pickle?",
+        ["carrot", "potato", "cucumber", "onion", "lettuce"],
+        "C",
     ),
     # MMLU
     "stone": _choice(
@@ -187,12 +230,32 @@ SAMPLES: dict[str, Sample] = {
         ["0", "4", "2", "6"],
         "B",
     ),
+    "twins": _choice(
+        "mmlu-twins",
+        "Statement 1 | Every group of order 4 is cyclic. Statement 2 | Every cyclic group is "
+        "Abelian.",
+        ["False, True", "True, True", "False, True", "True, False"],
+        "A",
+    ),
+    # MMLU-Pro (up to ten options)
+    "pro-statements": _choice(
+        "mmlu-pro-statements",
+        "Statement 1 | Every integral domain has a field of fractions that is finite. Statement "
+        "2 | Every finite integral domain is a field.",
+        ["False, False", "True, True", "True, False", "False, True", "Not enough information"],
+        "D",
+    ),
 }
 TASK_OF = {
     **dict.fromkeys(["ethanol", "phantom"], "boolq"),
-    **dict.fromkeys(["janet", "john", "marbles", "robe", "josh"], "gsm8k"),
-    **dict.fromkeys(["revolving", "sammy", "light", "kitten", "pickle"], "csqa"),
-    **dict.fromkeys(["stone", "boolean", "scenarios", "fuzzer", "statements", "degree"], "mmlu"),
+    **dict.fromkeys(
+        ["janet", "john", "marbles", "robe", "josh", "sadie", "cookies", "pens"], "gsm8k"
+    ),
+    **dict.fromkeys(["revolving", "sammy", "light", "kitten", "pickle", "brine"], "csqa"),
+    **dict.fromkeys(
+        ["stone", "boolean", "scenarios", "fuzzer", "statements", "degree", "twins"], "mmlu"
+    ),
+    "pro-statements": "mmlu_pro",
 }
 
 _UNSET = object()
@@ -207,6 +270,10 @@ class Case:
     strict: object = _UNSET
     # Why, where the reading is not obvious (every None a human might read otherwise).
     why: str = ""
+    # How the call ended ("length": cut off at the token limit); None: it finished.
+    finish: str | None = None
+    # What the check's detail begins with, where the reader says why it read nothing.
+    detail: str | None = None
 
 
 C = Case
@@ -500,6 +567,134 @@ CASES: list[Case] = [
         "18",
         strict="18",
     ),
+    # The last-number fallback reads results, not list numbering, asides or stray numbers
+    # (from embedded SmolLM2 runs).
+    C(
+        "janet",
+        "1. Janet's ducks lay 16 eggs a day.\n2. She eats 3 and bakes 4, so 16 - 3 - 4 = 9 eggs "
+        "are left.\n3. She sells them at $2 each: 9 * 2 = $18.\n4. This assumes she sells every "
+        "egg.\n5. And that the price stays the same.\n6. Eggs can break.\n7. Therefore, in real "
+        "life, the amount may vary.",
+        "18",
+        strict=None,
+        why="'7.' numbers a list item; the last result is $18",
+    ),
+    C(
+        "janet",
+        "She uses 3 + 4 = 7 eggs, leaving 16 - 7 = 9 to sell, so she makes 9 * 2 = 18 dollars "
+        "(the muffins she bakes, which was still 4).",
+        "18",
+        strict=None,
+        why="a bracketed aside's number is not the result",
+    ),
+    C(
+        "janet",
+        "She makes 9 * 2 = 18 dollars (9 eggs at $2).",
+        "18",
+        strict=None,
+        why="the aside restates the working; the result stands before it",
+    ),
+    C(
+        "janet",
+        "She sells 16 - 3 - 4 = 9 eggs, so she makes \\( 9 \\times 2 = 18 \\) dollars.",
+        "18",
+        strict=None,
+        why="LaTeX's \\( ... \\) is not an aside",
+    ),
+    C(
+        "cookies",
+        "Each friend gets 24 / 4 = 6 cookies, because we divide the cookies by 4.",
+        "6",
+        strict=None,
+        why="the divisor of 'divide ... by 4' is an operand, not a result",
+    ),
+    C(
+        "cookies",
+        "Mia divides 24 by 4.",
+        None,
+        strict=None,
+        why="an unevaluated division: neither operand is a result",
+    ),
+    C(
+        "pens",
+        "It cost $3 and now costs $7, so its price went up by $4.",
+        "4",
+        strict=None,
+        why="'by' alone is no operand: 'went up by $4' is the result",
+    ),
+    C(
+        "marbles",
+        "Tim has 9 + 5 = 14 marbles. Against his sister's marbles the ratio is ultimately 10:5",
+        "14",
+        strict=None,
+        why="a ratio is not a number answer",
+    ),
+    C(
+        "sadie",
+        "Monday: 8 hours. Tuesday and Wednesday: 8 - 2 = 6 hours each. The rest of the week is 4 "
+        "days. The total hours slept by Sadie is 30.8, which means that compared to a normal "
+        "week of 37.3 hours she lost 6.5 hours.",
+        "30.8",
+        strict=None,
+        why="the question asks for a total and the reply states one; 6.5 is a remark after it",
+    ),
+    C(
+        "sadie",
+        "Tuesday and Wednesday: 6 * 2 = 12 hours. The total for the rest of the week is 4 * 7 "
+        "= 28 hours, so she slept 8 + 12 + 28 = 48 hours.",
+        "48",
+        strict=None,
+        why="a total stated before a computed result does not replace it",
+    ),
+    # Cut off at the length limit: read up to where the reply is whole; a loop is unresolved.
+    C(
+        "janet",
+        "Janet has 16 - 3 - 4 = 9 eggs left. She eats 3 eggs, so 16 - 3 = 13.\n#### 7\nThe "
+        "answer is 7.\n#### 7\nThe answer is 7.\n#### 7\nThe answer is 7.\n#### 7\nThe answer "
+        "is",
+        None,
+        strict=None,
+        finish="length",
+        detail="repeating loop",
+        why="cut off while repeating itself: the loop's '#### 7' is no answer",
+    ),
+    C(
+        "janet",
+        "She makes 9 * 2 = 18 dollars.\n#### 7\n#### 7\n#### 7\n#### 7\n#### 7\n####",
+        None,
+        strict=None,
+        finish="length",
+        detail="repeating loop",
+    ),
+    C(
+        "janet",
+        "She sells 16 - 3 - 4 = 9 eggs and makes 9 * 2 = 18 dollars a day.\n#### 1",
+        "18",
+        strict=None,
+        finish="length",
+        detail="cut off",
+        why="'#### 1' was cut off mid-number (of 18?): only the whole lines are read",
+    ),
+    C(
+        "sadie",
+        "Monday: 8 hours.\nTuesday: 6 hours.\nWednesday: 6 hours.\nThursday: 7 hours.\nFriday: "
+        "7 hours.\nSaturday: 7 hours.\nSunday: 7 hours.\nTotal: 8 + 6 + 6 + 7 + 7 + 7 + 7 = 48 "
+        "hours.\n#### 48\n\nTo double-check, each",
+        "48",
+        strict="48",
+        finish="length",
+        detail="cut off",
+        why="a list of alike lines is not a loop",
+    ),
+    C(
+        "janet",
+        "She makes 9 * 2 = 18 dollars.\n#### 18\n#### 18\n",
+        "18",
+        strict="18",
+        finish="length",
+        detail="cut off",
+        why="a line twice is not a loop",
+    ),
     # -- CommonsenseQA --------------------------------------------------------------------
     C(
         "sammy",
@@ -529,6 +724,7 @@ CASES: list[Case] = [
         "sammy",
         "A. race track\nB. populated areas\nC. the desert\nD. apartment\nE. roadblock",
         None,
+        detail="options listed",
         why="a list of the options chooses none of them",
     ),
     C(
@@ -604,9 +800,16 @@ CASES: list[Case] = [
         "kitten",
         'The answer is D. "living room."',
         None,
+        detail='conflict: D is written with option E\'s text "living room"',
         why="D written with E's text: a conflict, not an answer",
     ),
-    C("kitten", "The answer is D) living room", None, why="D written with E's text"),
+    C(
+        "kitten",
+        "The answer is D) living room",
+        None,
+        detail="conflict: D is written with option E's text",
+        why="D written with E's text",
+    ),
     C("kitten", "The answer is (E) living room.", "E"),
     C("kitten", "The answer is living room.", "E", why="named by its option text alone"),
     C("kitten", "I choose (D) because option (A) is wrong", "D"),
@@ -618,7 +821,13 @@ CASES: list[Case] = [
     ),
     C("kitten", "D", "D"),
     C("pickle", 'The correct answer is indeed D. "cucumber".', "D"),
-    C("pickle", 'The answer is D. "carrot"', None, why="D written with A's text"),
+    C(
+        "pickle",
+        'The answer is D. "carrot"',
+        None,
+        detail="conflict: D is written with option A's text",
+        why="D written with A's text",
+    ),
     C("revolving", "The answer is A) bank.", "A"),
     C("revolving", "The answer is a bank.", "A", why="named by its option text alone"),
     C("revolving", "**A**", "A"),
@@ -636,6 +845,27 @@ CASES: list[Case] = [
         "A",
     ),
     C("revolving", 'Answer: "A revolving door is convenient"', None),
+    C(
+        "brine",
+        'D. "cucumber"',
+        None,
+        detail='conflict: D is written with option C\'s text "cucumber"',
+        why="D written with C's text",
+    ),
+    C(
+        "brine",
+        'The answer is D. "cucumber"',
+        None,
+        detail="conflict: D is written with option C's text",
+    ),
+    C("brine", "cucumber", "C", why="the reply is one option's whole text"),
+    C(
+        "brine",
+        "The answer is (C) cucumber.\n\nCucumbers are soaked in brine, which",
+        "C",
+        finish="length",
+        detail="cut off",
+    ),
     # -- MMLU -----------------------------------------------------------------------------
     C(
         "stone",
@@ -651,7 +881,13 @@ CASES: list[Case] = [
     ),
     C("stone", "The stone falls 80 m: t = sqrt(2 * 80 / 10) = 4 s. The answer is C.", "C"),
     C("stone", "The answer is 4 s.", "C", why="named by its option text alone"),
-    C("stone", "The answer is C. 8 s", None, why="C written with D's text"),
+    C(
+        "stone",
+        "The answer is C. 8 s",
+        None,
+        detail="conflict: C is written with option D's text",
+        why="C written with D's text",
+    ),
     C("stone", "The correct answer is: C. 4 s", "C"),
     C("stone", "Options A and B are too short and D is too long; C fits.", "C"),
     C("stone", "**C**", "C"),
@@ -697,9 +933,43 @@ CASES: list[Case] = [
         "B",
     ),
     C("degree", "Answer: E", None, why="E is not an MMLU label"),
+    C("statements", "False, False", "B", why="the reply is one option's whole text"),
+    C("statements", "True, False", "C", why="the reply is one option's whole text"),
+    C("statements", "**True, False**.", "C"),
+    C("twins", "False, True", None, why="two options have that text"),
+    C("pro-statements", "False, False", "A", why="the reply is one option's whole text"),
+    C(
+        "scenarios",
+        'A. "Wrong, Wrong" B. "Wrong, Not wrong" C. "Not wrong, Wrong" D. "Not wrong, Not wrong"',
+        None,
+        detail="options listed",
+        why="an echo of the options list states no answer",
+    ),
+    C(
+        "scenarios",
+        "Options:\n(A) Wrong, Wrong\n(B) Wrong, Not wrong\n(C) Not wrong, Wrong\n(D) Not wrong, "
+        "Not wrong",
+        None,
+        detail="options listed",
+        why="an echo of the options list states no answer",
+    ),
+    C(
+        "scenarios",
+        'A. "Wrong, Wrong" B. "Wrong, Not wrong" C. "Not wrong, Wrong" D. "Not wrong, Not '
+        'wrong"\nC',
+        None,
+        why="a human reads C, standing alone after the list; the reader takes it for one more "
+        "item of the list it follows, and does not guess",
+    ),
     C("fuzzer", "The answer is Whitebox.", "C", why="named by its option text alone"),
     C("fuzzer", "Whitebox fuzzing sees every branch, so the answer is (C) Whitebox.", "C"),
-    C("fuzzer", "The answer is (B) Whitebox.", None, why="B written with C's text"),
+    C(
+        "fuzzer",
+        "The answer is (B) Whitebox.",
+        None,
+        detail="conflict: B is written with option C's text",
+        why="B written with C's text",
+    ),
     C("fuzzer", "I would go with C.", "C"),
     C("fuzzer", "A: wrong\nB: wrong\nC: correct\nD: wrong", "C"),
     C(
@@ -743,11 +1013,26 @@ def test_table_is_large_enough() -> None:
     assert {TASK_OF[c.sample] for c in CASES} == set(TASKS)
 
 
+def _check(task: Task, sample: Sample, completion: str, finish: str | None) -> Check:
+    """The task's check of ``completion`` as the ladder makes it, its call ending ``finish``."""
+    call = Call(purpose="answer", model="m", messages=[Message(role="user", content="q")],
+                completion=completion, finish_reason=finish)  # fmt: skip
+    return asyncio.run(task.acheck_reply(sample, completion, [call]))
+
+
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_reader(case: Case) -> None:
     task_name = TASK_OF[case.sample]
     task, sample = TASKS[task_name], SAMPLES[case.sample]
     check = task.check(sample, case.completion)
+    if case.finish is not None:
+        check = _check(task, sample, case.completion, case.finish)
+    elif task_name != "gsm8k":  # as the ladder reads it, a finished reply reads the same
+        assert _check(task, sample, case.completion, "stop") == check
+    if case.detail is not None:
+        assert (check.detail or "").startswith(case.detail)
+    else:
+        assert check.detail is None
     assert check.parsed == case.expected
     assert check.resolved == (case.expected is not None and case.expected == sample.target)
     if task_name == "gsm8k":
@@ -758,3 +1043,59 @@ def test_reader(case: Case) -> None:
     else:
         assert case.strict is _UNSET
         assert check.alternatives == {}
+
+
+def _cut_off_server(reply: str) -> ServerThread:
+    """The fake OpenAI server answering ``reply`` to everything, as cut off at the token
+    limit (finish_reason "length", as vLLM and llama.cpp send it)."""
+
+    @web.middleware
+    async def cut_off(request: web.Request, handler: Any) -> web.StreamResponse:
+        response = await handler(request)
+        assert isinstance(response, web.Response) and response.body is not None
+        body = json.loads(bytes(response.body))  # type: ignore[arg-type]
+        for choice in body.get("choices", []):
+            choice["finish_reason"] = "length"
+        return web.json_response(body, status=response.status)
+
+    app = FakeOpenAI(responder=lambda body: reply).app()
+    app.middlewares.append(cut_off)
+    return ServerThread(app).start()
+
+
+@pytest.mark.parametrize(
+    ("reply", "parsed", "strict", "detail"),
+    [
+        (
+            "She makes 9 * 2 = 18 dollars.\n" + "#### 7\n" * 30 + "####",
+            None,
+            None,
+            "repeating loop",
+        ),
+        ("She sells 9 eggs and makes 9 * 2 = 18 dollars a day.\n#### 1", "18", None, "cut off"),
+    ],
+)
+def test_a_run_reads_replies_cut_off_at_the_length_limit(
+    data_dir: Path, tmp_path: Path, reply: str, parsed: str | None, strict: str | None,
+    detail: str,
+) -> None:  # fmt: skip
+    """Through the ladder: the record keeps the whole reply and its finish reason; the reading
+    is of the whole part, and a loop is unresolved."""
+    server = _cut_off_server(reply)
+    try:
+        os.environ.setdefault("OPENAI_API_KEY", "test-key")
+        spec = RunSpec(dataset="gsm8k", model="openai:test-model", base_url=server.base_url,
+                       strategies=["role"], limit=1, data_dir=data_dir, out=tmp_path / "run",
+                       cache=False)  # fmt: skip
+        asyncio.run(run_evaluation(spec))
+    finally:
+        server.stop()
+    [record] = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").open()]
+    [attempt] = record["attempts"]
+    assert attempt["completion"] == reply
+    assert attempt["calls"][0]["finish_reason"] == "length"
+    assert attempt["parsed"] == parsed
+    assert attempt["alternatives"]["strict"]["parsed"] == strict
+    assert attempt["detail"].startswith(detail + ": ")
+    if parsed is None:
+        assert record["resolved_level"] is None

@@ -6,7 +6,7 @@ from typing import Any
 
 from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, Sample, Task
-from hpt.tasks.parsing import parse_sample_choice
+from hpt.tasks.parsing import read_sample_choice
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
 
 LABELS = "ABCDE"
@@ -75,4 +75,7 @@ class CommonsenseQA(Task):
         return [s for s in self._load("train", "train_rand_split.jsonl") if s.id in wanted]
 
     def parse(self, completion: str, sample: Sample) -> str | None:
-        return parse_sample_choice(completion, sample.fields, LABELS)
+        return self.parse_why(completion, sample)[0]
+
+    def parse_why(self, completion: str, sample: Sample) -> tuple[str | None, str | None]:
+        return read_sample_choice(completion, sample.fields, LABELS)

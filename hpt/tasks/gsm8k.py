@@ -8,12 +8,25 @@ question is not an answer. Then:
   "#### N", "\\boxed{N}", "the answer is N", "Answer: N", "final answer = N", "the correct
   total is N" ("the answer is 40 - 2 = 38" is 38; "answer" as a verb, "has to answer 30
   questions", states nothing). If the model withdraws its last stated answer ("Wait, ...",
-  "I made a mistake"), the last number after that. With no stated answer it falls back to
-  the completion's last number ("So she has 18 apples left." is 18), unless that number sits
-  in an equation with an unsolved unknown ("8 - 10 + 5x = 4."), which is None;
+  "I made a mistake"), the fallback below over what follows the withdrawal;
+- the fallback, with no stated answer: the completion's last number that is a result of its
+  working ("So she has 18 apples left." is 18). Not results, and passed over: list numbering
+  and step labels ("7. Therefore, in real life..."; "Step 3"), ratios and clock times
+  ("ultimately 10:5"), the operands of "divided by"/"multiplied by" ("we divide by 4"), and
+  numbers in bracketed asides ("(which was still 4)"; bracketed arithmetic, a restatement
+  such as "(which is $18)" and LaTeX's "\\( 18 \\)" are not asides). The result found is
+  None when it is an operand of an unevaluated expression ("200,000 - 130,000", "24 divided
+  by 4") or sits in an equation with an unsolved unknown ("8 - 10 + 5x = 4."). When the
+  question asks for a total ("in total", "altogether"), a total stated in that result's
+  sentence is read instead of the uncomputed numbers after it ("The total hours slept by
+  Sadie is 30.8, which means ... she lost 6.5 hours" is 30.8; "... is 28 hours, so 8 + 12 +
+  28 = 48" stays 48);
 - the alternative reading "strict" takes stated answers only (or a completion that is just a
   number) and is None otherwise, like lm-evaluation-harness's strict-match. Summaries report
-  it beside the primary reading, so a user sees how much rests on the last-number fallback.
+  it beside the primary reading, so a user sees how much rests on the fallback.
+
+A completion cut off at the length limit is read only up to its last whole line or sentence,
+and not at all when it was cut off repeating itself (hpt.tasks.cutoff).
 """
 
 from __future__ import annotations
@@ -23,7 +36,7 @@ from typing import Any
 
 from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, Sample, Task
-from hpt.tasks.parsing import normalize_number, parse_number, parse_number_strict
+from hpt.tasks.parsing import asks_for_total, normalize_number, parse_number, parse_number_strict
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
 
 _CALCULATOR = re.compile(r"<<[^>]*>>")
@@ -77,10 +90,15 @@ class GSM8K(Task):
         return self._samples("train")
 
     def parse(self, completion: str, sample: Sample) -> str | None:
-        question = sample.fields.get("question")
-        return parse_number(completion, echo=[question] if isinstance(question, str) else [])
+        question = _question(sample)
+        return parse_number(completion, echo=[question], totals=asks_for_total(question))
 
     def alternative_readings(self, completion: str, sample: Sample) -> dict[str, str | None]:
-        question = sample.fields.get("question")
-        echo = [question] if isinstance(question, str) else []
-        return {"strict": parse_number_strict(completion, echo=echo)}
+        question = _question(sample)
+        strict = parse_number_strict(completion, echo=[question], totals=asks_for_total(question))
+        return {"strict": strict}
+
+
+def _question(sample: Sample) -> str:
+    question = sample.fields.get("question")
+    return question if isinstance(question, str) else ""

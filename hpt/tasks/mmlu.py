@@ -7,7 +7,7 @@ from typing import Any
 
 from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, Sample, Task
-from hpt.tasks.parsing import parse_sample_choice
+from hpt.tasks.parsing import read_sample_choice
 from hpt.tasks.sources import load_hub, read_csv_rows
 
 LABELS = "ABCD"
@@ -92,4 +92,7 @@ class MMLU(Task):
         return same
 
     def parse(self, completion: str, sample: Sample) -> str | None:
-        return parse_sample_choice(completion, sample.fields, LABELS)
+        return self.parse_why(completion, sample)[0]
+
+    def parse_why(self, completion: str, sample: Sample) -> tuple[str | None, str | None]:
+        return read_sample_choice(completion, sample.fields, LABELS)

@@ -22,7 +22,7 @@ from typing import IO, Any, ClassVar
 
 from hpt.results.penalties import borrowed
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
-from hpt.tasks.parsing import parse_sample_choice
+from hpt.tasks.parsing import read_sample_choice
 from hpt.tasks.sources import load_hub, read_jsonl, require_file
 
 LETTERS = "ABCDEFGHIJ"
@@ -65,9 +65,12 @@ class ChoiceTask(Task):
         self._explanations: dict[str, str] = {}
 
     def parse(self, completion: str, sample: Sample) -> str | None:
+        return self.parse_why(completion, sample)[0]
+
+    def parse_why(self, completion: str, sample: Sample) -> tuple[str | None, str | None]:
         options = sample.fields.get("options")
         n = len(options) if isinstance(options, list) else len(LETTERS)
-        return parse_sample_choice(completion, sample.fields, LETTERS[:n])
+        return read_sample_choice(completion, sample.fields, LETTERS[:n])
 
     def explanation(self, exemplar: Sample) -> str | None:
         return self._explanations.get(exemplar.id) or super().explanation(exemplar)

@@ -12,6 +12,11 @@ consecutive words that also occurs, consecutively, in one of them. Words are com
 lower-cased, ignoring punctuation and whitespace; a blanked run becomes the word "(echo)". Six
 words is longer than the phrases a model naturally shares with a question ("how many apples
 does she have") and shorter than any sentence it echoes.
+
+Why nothing was read, where a reader can say (``read_choice``: a label written with another
+option's text, a reply that only lists the options), is a detail beginning with its kind
+("conflict: ...", "options listed: ..."); the trace viewer names those kinds. A reply cut off
+at the length limit is cut to its whole part before any reader sees it (hpt.tasks.cutoff).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
+from typing import NamedTuple
 
 # Markdown emphasis, quotes and brackets that models wrap answers in.
 _WRAP = r"[\s\*_`\"'“”‘’\(\[\{]*"
@@ -354,14 +360,57 @@ def _stated_numbers(text: str) -> list[tuple[int, str | None]]:
     return found
 
 
-def _last_number(text: str) -> str | None:
-    """The completion's last number, unless it is an operand of an unevaluated expression
-    ("the profit is 200,000 - 130,000") or sits in an unsolved equation ("5x = 4")."""
-    numbers = list(_NUM.finditer(text))
+# Numbers that are no result of the working: list numbering ("7. Therefore, ...") and step
+# labels ("Step 3"); ratios and clock times ("10:5", "7:30"); the operands of "divided by" or
+# "multiplied by" ("we divide the total by 4", "divides 24 by 4"); and asides, bracketed prose
+# ("(which was still 4)") but not bracketed arithmetic ("(16 - 3 - 4)"), LaTeX's "\( 18 \)"
+# or a restatement of what precedes it ("(which is $18)", "(= 18)", "(i.e. 18)").
+_STRAY = re.compile(
+    r"^[ \t>#*_-]*\d{1,3}[.)][*_]*[ \t]+(?=\S)"
+    r"|\b(?:sub-?(?:problem|question|task|step)|step|part)\s*\d+\b"
+    r"|\d+(?::\d+)+"
+    r"|\b(?:divid|multipl)\w*\b[^\n.;!?]{0,40}?\bby\s+\$?\d[\d,]*(?:\.\d+)?"
+    r"|(?<!\\)\((?!\s*(?:=|which\s+(?:is|equals)|that\s+is|i\.e\.,?)\s*\$?\d)"
+    r"[^()\n]*[A-Za-z]{2}[^()\n]*\)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_OPERAND_BEFORE = re.compile(r"(?:[-+*/×÷^]|\bx)\s*\(?$")
+_OPERAND_AFTER = re.compile(
+    r"\s*\)?\s*(?:[-+*/×÷^]|x(?=\s*\$?\d)|(?:divided|multiplied)\s+by\b|times(?=\s*\$?\d))",
+    re.IGNORECASE,
+)
+# "The total hours slept by Sadie is 30.8": a total stated, read when the question asks for one.
+_TOTAL = re.compile(
+    r"\btotal\b[^.!?\n=]{0,80}?\b(?:is|was|are|were|will be|would be|comes to|equals)\s+"
+    r"(?:(?:approximately|about|roughly|exactly|then|now)\s+)?" + _WRAP + r"(?P<n>" + _NUMBER + ")",
+    re.IGNORECASE,
+)
+_ASKS_TOTAL = re.compile(r"\b(?:total|altogether|in all|combined)\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[!?\n]|\.(?!\d)")
+
+
+def asks_for_total(question: str) -> bool:
+    """Whether the question asks for a total ("how many ... in total", "altogether")."""
+    return _ASKS_TOTAL.search(question) is not None
+
+
+def _last_number(text: str, totals: bool = False) -> str | None:
+    """The fallback reading: the completion's last number that is a result (not a stray:
+    see ``_STRAY``), unless it is an operand of an unevaluated expression ("the profit is
+    200,000 - 130,000", "24 divided by 4") or sits in an unsolved equation ("5x = 4"). With
+    ``totals`` (the question asks for one), a total stated earlier in the same sentence ("the
+    total ... is 30.8, which means she lost 6.5 hours") is read instead of the numbers that
+    follow it, unless they are computed ("... = 48")."""
+    strays = [m.span() for m in _STRAY.finditer(text)]
+    numbers = [m for m in _NUM.finditer(text) if not any(a <= m.start() < b for a, b in strays)]
     if not numbers:
         return None
     last = numbers[-1]
-    if re.search(r"(?:[-+*/×÷^]|\bx)\s*\(?$", text[: last.start()]):
+    if totals:
+        total = _stated_total(text, last, strays)
+        if total is not None:
+            return total
+    if _OPERAND_BEFORE.search(text, 0, last.start()) or _OPERAND_AFTER.match(text, last.end()):
         return None
     starts = [m.end() for m in _SEGMENT_END.finditer(text, 0, last.start())]
     end = _SEGMENT_END.search(text, last.end())
@@ -369,42 +418,66 @@ def _last_number(text: str) -> str | None:
     return None if _unsolved(segment) else normalize_number(last.group())
 
 
+def _stated_total(text: str, last: re.Match[str], strays: list[tuple[int, int]]) -> str | None:
+    """The total stated in ``last``'s sentence before it, when only uncomputed numbers
+    follow it there."""
+    sentence = max((m.end() for m in _SENTENCE_END.finditer(text, 0, last.start())), default=0)
+    totals = [
+        m
+        for m in _TOTAL.finditer(text, sentence, last.end())
+        if not any(a <= m.start("n") < b for a, b in strays)
+    ]
+    if not totals or totals[-1].end() >= last.end() or "=" in text[totals[-1].end() : last.end()]:
+        return None
+    return normalize_number(totals[-1].group("n"))
+
+
 # GSM8K reads each completion twice in a row (its reading, then the strict one): one pass.
 @lru_cache(maxsize=64)
-def _number_readings(text: str, echo: tuple[str, ...]) -> tuple[str | None, str | None]:
+def _number_readings(
+    text: str, echo: tuple[str, ...], totals: bool
+) -> tuple[str | None, str | None]:
     text = strip_echo(text, echo)
     stated = _stated_numbers(text)
     retractions = [m.end() for m in _RETRACTION_NUM.finditer(text)]
     if stated and not (retractions and retractions[-1] > stated[-1][0]):
         return stated[-1][1], stated[-1][1]
     if stated:  # the last stated answer was withdrawn: read what follows the withdrawal
-        return _last_number(text[retractions[-1] :]), None
+        return _last_number(text[retractions[-1] :], totals), None
     alone = re.fullmatch(_WRAP + "(" + _NUMBER + ")" + _CLOSE + r"\.?\s*", text)
     strict = normalize_number(alone.group(1)) if alone else None
-    return _last_number(text), strict
+    return _last_number(text, totals), strict
 
 
-def parse_number(text: str, echo: Sequence[str] = ()) -> str | None:
+def parse_number(text: str, echo: Sequence[str] = (), totals: bool = False) -> str | None:
     """The numeric answer, read flexibly (GSM8K's primary reading):
 
     1. the last stated answer in any form: "#### 42", "\\boxed{42}", "the answer is 42",
        "Answer: 42", "final answer = 42", "the correct total is 42"; "answer is 40 - 2 = 38"
        is 38, an unevaluated "answer is 40 - 2" is None;
     2. if the model withdrew its last stated answer afterwards ("Wait, ...", "I made a
-       mistake"), the last number after the withdrawal;
-    3. with no stated answer, the last number in the completion ("So she has 18 apples
-       left." is 18), unless it sits in an equation with an unsolved unknown ("5x = 4"): None.
+       mistake"), the last result after the withdrawal (as in 3);
+    3. with no stated answer, the fallback: the last number that is a result of the working
+       ("So she has 18 apples left." is 18). List numbering and step labels ("7. Therefore",
+       "Step 3"), ratios and clock times ("10:5"), the operands of "divided/multiplied by"
+       ("by 4") and numbers in bracketed asides ("(which was still 4)") are not results and
+       are passed over. The last result is None when it is an operand of an unevaluated
+       expression ("200,000 - 130,000") or sits in an equation with an unsolved unknown
+       ("5x = 4"). With ``totals`` (the question asks for a total: ``asks_for_total``), a
+       total stated in that number's sentence ("The total hours slept is 30.8, which means
+       she lost 6.5 hours") is read instead, unless a computed result follows it ("= 48").
 
     Numbers in text echoed from ``echo`` (the question) are not read at all.
     """
-    return _number_readings(text, tuple(echo))[0]
+    return _number_readings(text, tuple(echo), totals)[0]
 
 
-def parse_number_strict(text: str, echo: Sequence[str] = ()) -> str | None:
+def parse_number_strict(text: str, echo: Sequence[str] = (), totals: bool = False) -> str | None:
     """Only a stated answer (as in ``parse_number``'s rule 1, not withdrawn afterwards) or a
     completion that is nothing but a number; None otherwise. Like lm-evaluation-harness's
-    strict-match, it shows how much of the flexible reading rests on the last-number guess."""
-    return _number_readings(text, tuple(echo))[1]
+    strict-match, it shows how much of the flexible reading rests on the last-number guess.
+    ``totals`` does not change it: pass ``parse_number``'s, and the two share one pass."""
+    return _number_readings(text, tuple(echo), totals)[1]
 
 
 # -- multiple choice ----------------------------------------------------------------------
@@ -544,6 +617,12 @@ _CONCLUDE = re.compile(
 )
 
 
+# Why a choice reader read nothing, where it can say: the detail begins with one of these
+# kinds, which the trace viewer names ("(none: conflict)").
+CONFLICT = "conflict"
+LISTED = "options listed"
+
+
 @dataclass
 class _Mention:
     label: str
@@ -561,7 +640,7 @@ class _Event:
     pos: int
     tier: int  # 1: an answer statement; 2: a verdict on one option
     label: str | None  # None: several labels at once ("B or C")
-    conflict: bool = False
+    conflict: str | None = None  # a label written with another option's text: why
 
 
 def _norm(text: str) -> str:
@@ -642,13 +721,19 @@ def _own(mention: _Mention, options: Sequence[tuple[str, str]]) -> bool:
     )
 
 
-def _conflicts(mention: _Mention, options: Sequence[tuple[str, str]]) -> bool:
-    """A label written with another option's text ('D. "living room"' where that is E)."""
+def _conflict(mention: _Mention, options: Sequence[tuple[str, str]]) -> str | None:
+    """Why a label written with another option's text ('D. "living room"' where that is E)
+    is a conflict; None when it is not one."""
     if mention.attached is None:
-        return False
+        return None
     said = _norm(mention.attached)
-    owners = {lab for lab, t in options if _norm(t) == said}
-    return bool(owners) and mention.label not in owners
+    owners = [lab for lab, t in options if _norm(t) == said]
+    if not owners or mention.label in owners:
+        return None
+    text = mention.attached.strip(" .,;:!?")
+    return (
+        f'{CONFLICT}: {mention.label} is written with option {" or ".join(owners)}\'s text "{text}"'
+    )
 
 
 def _text_answer(text: str, pos: int, options: Sequence[tuple[str, str]]) -> list[str]:
@@ -665,14 +750,70 @@ def _text_answer(text: str, pos: int, options: Sequence[tuple[str, str]]) -> lis
     ]
 
 
+class ChoiceReading(NamedTuple):
+    label: str | None
+    # Why no label was read, where the reader can say ("conflict: ...", "options listed: ...").
+    why: str | None = None
+
+
+def _option_text(text: str, labels: str, options: Sequence[tuple[str, str]]) -> str | None:
+    """The one option whose whole text the reply is ("False, False", '"{NAND}".'), else
+    None; a reply that is a bare label ("C") is read as the label, even where some option's
+    text is "C"."""
+    longest = max((len(t) for _, t in options), default=0)
+    if not longest or len(text) > 2 * longest + 16:  # cheaply: it cannot be one
+        return None
+    said = _norm(text)
+    if not said or (len(said) == 1 and said.upper() in labels):
+        return None
+    owners = [lab for lab, t in options if lab in labels and _norm(t) == said]
+    return owners[0] if len(owners) == 1 else None
+
+
+# What may stand between the options of an echoed list: marks, punctuation, an echo, and a
+# heading ("Options:", "Answer choices:").
+_LIST_GLUE = re.compile(
+    r"(?:\(echo\)|[\s.,;:()\[\]*_\"'“”‘’-]|\b(?:answer\s+)?(?:options?|choices?)\b)*", re.I
+)
+
+
+def _only_lists_options(
+    text: str, mentions: list[_Mention], options: Sequence[tuple[str, str]]
+) -> bool:
+    """Whether the reply is nothing but two or more options, each written with its own text
+    ('A. "Wrong, Wrong" B. "Wrong, Not wrong" ...'): it echoes the list and chooses none."""
+    own = [m for m in mentions if _own(m, options)]
+    if len({m.label for m in own}) < 2:
+        return False
+    pos, rest = 0, []
+    for m in own:
+        rest.append(text[pos : max(pos, m.start)])
+        pos = max(pos, m.tail)
+    rest.append(text[pos:])
+    return all(_LIST_GLUE.fullmatch(r) for r in rest)
+
+
 def parse_choice(
     text: str,
     labels: str,
     options: Sequence[tuple[str, str]] | None = None,
     echo: Sequence[str] = (),
 ) -> str | None:
+    """``read_choice``'s label."""
+    return read_choice(text, labels, options, echo).label
+
+
+def read_choice(
+    text: str,
+    labels: str,
+    options: Sequence[tuple[str, str]] | None = None,
+    echo: Sequence[str] = (),
+) -> ChoiceReading:
     """The chosen option letter among ``labels`` (e.g. "ABCDE"), given ``options`` as
     (label, text) pairs where known, and ``echo`` (the question).
+
+    A reply that is exactly one option's whole text ("False, False", quotes, emphasis and a
+    final full stop aside) is that option, when no other option has the same text.
 
     A capital letter names an option when it is marked ("(B)", "**B**"), written as a label
     ("B. populated areas", "C) ...") or with its own option text ("B - populated areas"), or
@@ -697,9 +838,16 @@ def parse_choice(
     wrong or withdrawn ("Wait, ..."), written with another option's text ('D. "living
     room"' where that is E's text), or when nothing is chosen. Statements inside questions
     ("Is B correct?") or conditions ("if C is right") do not count. Lower-case letters are
-    never labels.
+    never labels. A reply that only lists the options, each with its own text ('A. "Wrong,
+    Wrong" B. "Wrong, Not wrong" ...'), chooses none of them.
+
+    Where it can say why it read nothing, ``why`` says so ('conflict: D is written with
+    option C's text "cucumber"', 'options listed: ...').
     """
     options = list(options or [])
+    exact = _option_text(text, labels, options)
+    if exact is not None:
+        return ChoiceReading(exact)
     text = strip_echo(text, echo)
     # Bold single letters are marks; other emphasis is noise. "\boxed{C}" states an answer.
     text = re.sub(rf"\*\*\s*\(?([{labels}])\)?\s*[.):]?\s*\*\*", r"(\1)", text)
@@ -710,6 +858,8 @@ def parse_choice(
         text,
     )
     mentions = _mentions(text, labels, options)
+    if _only_lists_options(text, mentions, options):
+        return ChoiceReading(None, f"{LISTED}: the reply lists the options and chooses none")
     events = _choice_events(text, mentions, options)
     retracted = _last_retraction(text)
 
@@ -722,25 +872,33 @@ def parse_choice(
     answers = [e for e in events if e.tier == 1]
     if answers:
         last = answers[-1]
-        if last.label is None or last.conflict or withdrawn(last.label, last.pos):
-            return None
-        return last.label
+        if last.conflict:
+            return ChoiceReading(None, last.conflict)
+        if last.label is None or withdrawn(last.label, last.pos):
+            return ChoiceReading(None)
+        return ChoiceReading(last.label)
     verdicts = [e for e in events if e.tier == 2]
     if verdicts:
         label = _only(e.label for e in verdicts)
-        if label is None or any(e.conflict for e in verdicts) or withdrawn(label, verdicts[-1].pos):
-            return None
-        return label
+        conflict = next((e.conflict for e in verdicts if e.conflict), None)
+        if label is None or conflict or withdrawn(label, verdicts[-1].pos):
+            return ChoiceReading(None, conflict)
+        return ChoiceReading(label)
     return _choice_fallback(text, mentions, options)
 
 
 def parse_sample_choice(text: str, fields: Mapping[str, object], labels: str) -> str | None:
-    """``parse_choice`` with what a sample's fields give it: its options (so it sees a label
+    """``read_sample_choice``'s label."""
+    return read_sample_choice(text, fields, labels).label
+
+
+def read_sample_choice(text: str, fields: Mapping[str, object], labels: str) -> ChoiceReading:
+    """``read_choice`` with what a sample's fields give it: its options (so it sees a label
     written with another option's text, and an answer given by an option's text alone) and
     its question (so the echoed question is not read)."""
     options = fields.get("options")
     question = fields.get("question")
-    return parse_choice(
+    return read_choice(
         text,
         labels,
         options=[] if options is None or isinstance(options, str) else options,  # type: ignore[arg-type]
@@ -783,7 +941,7 @@ def _choice_events(
                 mentions[j].rejected_at.append(mentions[j].start)
         else:
             label = _only(mentions[j].label for j in members)
-            conflict = any(_conflicts(mentions[j], options) for j in members)
+            conflict = next(filter(None, (_conflict(mentions[j], options) for j in members)), None)
             events.append(_Event(pos, tier, label, conflict))
 
     # What each list's own sentence says of it: singular verbs speak of its last label only.
@@ -868,7 +1026,7 @@ _OPENING = re.compile(r"(?:[\s.,;:!?-]|" + re.escape(ECHOED.strip()) + ")*")
 
 def _choice_fallback(
     text: str, mentions: list[_Mention], options: Sequence[tuple[str, str]]
-) -> str | None:
+) -> ChoiceReading:
     """With no statement or verdict, the one option that is:
 
     - marked ("(C)") or standing alone as a sentence, a line or after a colon ("... code.\nC",
@@ -904,6 +1062,9 @@ def _choice_fallback(
         if not listed and (as_label or _own(first, options)):
             candidates.add(first.label)
     label = _only(candidates)
-    if label is None or any(_conflicts(m, options) for m in mentions if m.label == label):
-        return None
-    return label
+    if label is None:
+        return ChoiceReading(None)
+    conflict = next(
+        filter(None, (_conflict(m, options) for m in mentions if m.label == label)), None
+    )
+    return ChoiceReading(None, conflict) if conflict else ChoiceReading(label)

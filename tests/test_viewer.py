@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -9,6 +10,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from PIL import Image
 from hpt.backends.base import Message
 from hpt.results import Attempt, Call
 from hpt.results.records import DepthRecord, SampleRecord, Verdict
+from hpt.tasks.base import Sample
+from hpt.tasks.csqa import CommonsenseQA
 from hpt.viewer.page import write_view
 from tests.run_fixtures import make_record, write_run
 from tests.test_cli import HPT, hpt
@@ -274,6 +278,53 @@ def test_serve_on_localhost(browser: object, big_run: Path, tmp_path: Path) -> N
 def test_view_errors(tmp_path: Path) -> None:
     missing = hpt("view", str(tmp_path / "nope"), "--no-open")
     assert missing.returncode == 2 and "is not a run directory" in missing.stderr
+
+
+def _read_by(task: CommonsenseQA, completion: str, finish: str) -> Attempt:
+    """An unresolved attempt as the ladder records it: the task's check of ``completion``,
+    its call ending ``finish``."""
+    sample = Sample(id="pickle", target="C", fields={
+        "question": "What green vegetable is soaked in brine to make a pickle?",
+        "options": list(zip("ABCDE", ["carrot", "potato", "cucumber", "onion", "lettuce"],
+                            strict=True))})  # fmt: skip
+    call = Call(purpose="answer", model="alpha", messages=[Message(role="user", content="Q")],
+                completion=completion, finish_reason=finish)  # fmt: skip
+    # In a thread of its own: Playwright's sync API keeps an event loop running in this one.
+    with ThreadPoolExecutor(1) as pool:
+        check = pool.submit(asyncio.run, task.acheck_reply(sample, completion, [call])).result()
+    assert check.parsed is None
+    return Attempt(level=1, strategy="role", calls=[call], completion=completion,
+                   parsed=None, resolved=False, detail=check.detail)  # fmt: skip
+
+
+def test_an_unread_answer_says_why(browser: object, tmp_path: Path) -> None:
+    """A conflict is named a conflict, with its detail; so is a loop; plain prose without an
+    answer stays "unparseable"."""
+    task = CommonsenseQA()
+    record = make_record("unread", dataset="csqa", level=None, m=3, target="C")
+    record.attempts[0] = _read_by(task, 'D. "cucumber"', "stop")
+    record.attempts[1] = _read_by(task, "The answer is D.\n" * 6 + "The", "length")
+    record.attempts[1].level, record.attempts[2].level = 2, 3
+    run = write_run(tmp_path / "run", [record])
+    out = run / "view.html"
+    write_view([run], out)
+    page = _page(browser, out.as_uri())
+    page.click("#rows tr >> nth=0")
+    page.wait_for_selector("section.attempt")
+    facts = page.evaluate(  # type: ignore[attr-defined]
+        """() => [...document.querySelectorAll('section.attempt dl.facts')].map((dl) =>
+          Object.fromEntries([...dl.querySelectorAll('dt')].map((dt) =>
+            [dt.textContent, dt.nextElementSibling.textContent])))"""
+    )
+    assert facts[0]["parsed answer"] == "(none: conflict)"
+    assert facts[0]["check"] == 'conflict: D is written with option C\'s text "cucumber"'
+    assert facts[1]["parsed answer"] == "(none: repeating loop)"
+    assert facts[1]["check"] == (
+        'repeating loop: cut off at the length limit repeating "The answer is D." 6 times'
+    )
+    assert facts[2]["parsed answer"] == "(none: unparseable)"
+    assert "check" not in facts[2]
+    assert not page.errors  # type: ignore[attr-defined]
 
 
 # ---- DepthQA records: the node, its neighbourhood in the question graph, its conversation

@@ -220,6 +220,14 @@
     return svg;
   }
 
+  // Why a reader read no answer, named by the kind its detail begins with
+  // (hpt/tasks/parsing.py, hpt/tasks/cutoff.py); the detail itself is shown as "check".
+  const NONE_KINDS = ["conflict", "options listed", "repeating loop", "cut off"];
+  function noAnswer(detail) {
+    const kind = NONE_KINDS.find((k) => (detail || "").startsWith(k + ":"));
+    return `(none: ${kind || "unparseable"})`;
+  }
+
   function facts(pairs) {
     const dl = el("dl", { class: "facts" });
     for (const [k, v] of pairs) if (v !== null && v !== undefined && v !== "") dl.append(el("dt", {}, k), el("dd", {}, v));
@@ -341,7 +349,7 @@
       box.append(el("h3", {}, `L${a.level} ${a.strategy}${a.iteration ? " (iteration " + a.iteration + ")" : ""} — ${a.resolved ? "resolved" : "not resolved"}`));
       const body = el("div", { class: "body" });
       body.append(facts([
-        ["parsed answer", a.parsed == null ? "(none: unparseable)" : a.parsed],
+        ["parsed answer", a.parsed == null ? noAnswer(a.detail) : a.parsed],
         ["check", a.detail], ["score", a.score == null ? null : a.score.toFixed(3)], ["error", a.error],
         ...Object.entries(a.notes || {}),
       ]));

@@ -107,6 +107,18 @@ CASES = [
     ("Strategy 2 or strategy 4 would both work.", None),
     ("To answer this we need 12 apples and 3 oranges.", None),
     ("The best strategy is one that uses examples.", None),
+    # a number beside a name, with a full stop or said after it (the drift bench's re-reading
+    # of a 50-sample adaptive run)
+    ("The most effective prompting strategy is 1. Zero-shot Chain of Thought, which encourages "
+     "the model to think step by step.", None),
+    ('The most effective prompt strategy is: 1. Zero-shot Chain of Thought\nB. "purely '
+     'intellectual"', None),
+    ("The most effective prompting strategy for this task is the least-to-most prompt, which is "
+     "3.", None),
+    ("The least-to-most prompt, which is 4, is best.", 4),
+    ("Choose the most effective prompting strategy among the following options:\n\n1. Role "
+     "Prompting (2)", None),
+    ("I choose 3. It is simple.", 3),
     # out of range
     ("0", None), ("7", None), ("-1", None), ("Strategy 9", None), ("", None),
 ]  # fmt: skip

@@ -173,9 +173,15 @@ _JOIN = re.compile(
     rf"\s*(?:,|/|&|\bor\b|\band\b)\s*(?:(?:maybe|perhaps|possibly)\s+)?(?:{_NOUN}\s*)?", re.I
 )
 # What stands beside a number: "3: Least-to-most", "3 (Role Prompting)", "3 - 'Sensory ...'".
-_BESIDE = re.compile(rf"[ \t{_QUOTE})\]]*[:(,\-–—]")
-# ... and beside a name: "Least-to-most (3)", "Zero-shot CoT (index 2)".
-_PAIRED = re.compile(rf"[ \t{_QUOTE}]*[(\[]\s*(?:(?:{_NOUN}|#|no\.)\s*)?(\d+)\s*[)\]]", re.I)
+# A full stop counts too: "the strategy is 1. Zero-shot Chain of Thought" pairs 1 with a name.
+_BESIDE = re.compile(rf"[ \t{_QUOTE})\]]*(?:[:(,\-–—]|\.(?=[ \t]))")
+# ... and beside a name: "Least-to-most (3)", "Zero-shot CoT (index 2)", "the least-to-most
+# prompt, which is 3".
+_PAIRED = re.compile(
+    rf"[ \t{_QUOTE}]*(?:[(\[]\s*(?:(?:{_NOUN}|#|no\.)\s*)?(\d+)\s*[)\]]"
+    rf"|,?\s*(?:which|that)\s+(?:is|would be)\s+(?:{_NOUN}\s*|#|no\.\s*)?(\d+)(?![\w.]\w))",
+    re.I,
+)
 # Said as tried, failed or rejected: "option 1 did not work", "strategy 2 was already tried".
 _FAILED = re.compile(
     rf"[ \t){_QUOTE}]*(?:\([^()\n]{{0,80}}\))?[ \t]*(?:prompting\s+|prompt\s+)?"
@@ -400,6 +406,9 @@ class _Reading:
         if at in self.found:
             self.claimed.add(at)
             name_end, named = self.found[at]
+            paired = self._paired(name_end)  # "1. Role Prompting (2)": two numbers, one name
+            if paired is not None:
+                return paired[0], named != level or paired[1] != level
             return name_end, named != level
         end = next((t.end() for t in self.titled if t.start() == at), None)
         if end is None:
@@ -418,12 +427,21 @@ class _Reading:
         self, start: int, end: int, level: int, *, choice: bool, name_at: int | None = None
     ) -> _Ref:
         self.claimed.add(start if name_at is None else name_at)
-        paired = _PAIRED.match(self.text, end)
-        if paired and paired.start(1) not in self.claimed:
-            self.claimed.add(paired.start(1))
-            conflict = int(paired.group(1)) != level
-            return _Ref(start, paired.end(), frozenset({level}), choice, conflict=conflict)
+        paired = self._paired(end)
+        if paired is not None:
+            return _Ref(start, paired[0], frozenset({level}), choice, conflict=paired[1] != level)
         return _Ref(start, end, frozenset({level}), choice)
+
+    def _paired(self, at: int) -> tuple[int, int] | None:
+        """(end, number) of a number standing beside the name ending at ``at``, if any."""
+        paired = _PAIRED.match(self.text, at)
+        if paired is None:
+            return None
+        group = paired.lastindex or 1
+        if paired.start(group) in self.claimed:
+            return None
+        self.claimed.add(paired.start(group))
+        return paired.end(), int(paired.group(group))
 
     def _rejected(self, ref: _Ref) -> bool:
         if _FAILED.match(self.text, ref.end):

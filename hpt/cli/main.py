@@ -16,6 +16,7 @@ from hpt import __version__
 from hpt.backends import PROVIDERS, load_dotenv_file, redact, spec_help
 from hpt.cli import (
     agreement,
+    annotate,
     cache,
     ceiling,
     compare,
@@ -42,6 +43,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
     "agreement": agreement.command,
     "decompose": decompose.command,
     "ceiling": ceiling.command,
+    "annotate": annotate.command,
 }
 
 
@@ -74,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     agreement.add_parser(sub)
     decompose.add_parser(sub)
     ceiling.add_parser(sub)
+    annotate.add_parser(sub)
     sub.add_parser("list", help="list datasets, strategies, model providers and plugins")
     cache.add_parser(sub)
     for command in sub.choices.values():  # "hpt run --plugin X" as well as "hpt --plugin X run"

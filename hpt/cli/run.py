@@ -21,6 +21,12 @@ from hpt.cli.options import (
     given_model_flags,
     merge_model_options,
 )
+from hpt.cli.penalty import (
+    PenaltyNotices,
+    add_penalty_options,
+    apply_penalty_flags,
+    given_penalty_flags,
+)
 from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
 from hpt.plugins import load_plugins
 from hpt.results.store import SAMPLES, SUMMARY
@@ -145,6 +151,7 @@ def add_parser(sub: Any) -> None:
         "(default $HPT_DATA_DIR; unset: the Hugging Face hub)",
     )
     add_generation_options(run)
+    add_penalty_options(run)
     run.add_argument(
         "--samples-per-task",
         type=int,
@@ -217,6 +224,7 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
         for name, field, value in args.strategy_arg:
             given.setdefault(name, {})[field] = value
         merged["strategy_args"] = given
+    apply_penalty_flags(args, merged)
     if args.program:
         programs = {k: Path(v) for k, v in (merged.get("programs") or {}).items()}
         programs.update(dict(args.program))
@@ -239,6 +247,7 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
     flags = [f for f in RUN_FLAGS if getattr(args, f) is not None] + given_model_flags(args)
     flags += ["strategy_arg"] if args.strategy_arg else []
     flags += ["program"] if args.program else []
+    flags += given_penalty_flags(args)
     given = [f"--{f.replace('_', '-')}" for f in flags if f not in RESUME_FLAGS]
     if given:
         raise ConfigError(
@@ -269,7 +278,7 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
         result = asyncio.run(
             run_evaluation(
                 spec,
-                progress,
+                PenaltyNotices(err, progress),
                 resume=args.resume is not None,
                 retry_errors=not args.keep_errors,
                 command=["hpt", *sys.argv[1:]],

@@ -50,6 +50,7 @@ from hpt.results.store import (
 )
 from hpt.results.tally import Summary, Tally
 from hpt.runs.models import ModelBackends
+from hpt.runs.penalties import run_penalties
 from hpt.runs.spec import ConfigError, RunSpec
 from hpt.structured.runtime import CellRuntime, ProgramStore
 from hpt.tasks import DatasetError, Sample, Task, resolve_data_dir, task_class
@@ -174,6 +175,8 @@ async def run_evaluation(
     observer = observer or SilentObserver()
     resolve_strategies(spec.strategies)
     spec.check_models()
+    # Each dataset's HPI_dataset and its source, fixed now and saved in run.json.
+    spec = spec.model_copy(update={"penalties": await asyncio.to_thread(run_penalties, spec)})
     plans = await _plan(spec)
     out = spec.out or default_out_dir(spec)
     store = RunStore(out)
@@ -367,7 +370,7 @@ async def _plan(spec: RunSpec) -> list[_CellPlan]:
                             model=label,
                             mode=mode,
                             m=len(strategies),
-                            penalty=task.penalty,
+                            penalty=spec.penalties[key].value,
                             threshold=threshold,
                             track_draws=spec.samples_per_task > 1,
                             info=task.info(),

@@ -13,6 +13,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, field_validator
 
 from hpt.backends import GenerationParams
 from hpt.graphs import DEFAULT_LADDER
+from hpt.results.penalties import Penalty
 from hpt.runs.models import ModelSettings
 
 Mode = Literal["standard", "adaptive"]
@@ -92,6 +93,11 @@ class RunSpec(ModelSettings):
     epoch: int = Field(0, ge=0)
     data_dir: Path | None = None
     out: Path | None = None
+    # HPI_dataset by dataset, each with where it came from: set by hand here (--penalty), the
+    # rest filled in when the run starts (hpt.runs.penalties) and saved, so a resumed run
+    # keeps them. ``annotations``: a directory of ``hpt annotate`` files to measure them from.
+    penalties: dict[str, Penalty] = Field(default_factory=dict)
+    annotations: Path | None = None
 
     @field_validator("dataset", "model", "mode", "threshold", "depth_mode")
     @classmethod

@@ -186,6 +186,14 @@ def test_terminal_through_stdin(data_dir: Path, tmp_path: Path) -> None:
     assert alpha is not None
     assert re.search(rf"alpha, ordinal\s+│\s+{alpha:.3f}".replace("-", r"\-"), second.stdout)
 
+    # A damaged file is one clear error, never a traceback.
+    path.write_text(path.read_text().replace('"reasoning":4', '"reasoning":"four"', 1))
+    damaged = hpt("annotate", "humaneval", "--data-dir", str(data_dir), "--out", str(out),
+                  "--summary")  # fmt: skip
+    assert damaged.returncode == 2, damaged.stderr
+    assert re.fullmatch(r"hpt: error: \S+humaneval\.jsonl:\d+: scores\.reasoning: .*\n",
+                        damaged.stderr)  # fmt: skip
+
 
 SCORED = '{"reproduction": 2, "interpretation": 3, "reasoning": 4, "application": 5}'
 

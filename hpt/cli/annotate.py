@@ -125,7 +125,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     spread = f", spread over {chosen.strata} {chosen.stratum} values" if chosen.stratum else ""
     console.print(
         f"{task.title}: representative set of {len(views)} of {chosen.population} samples "
-        f"({chosen.fraction:g}, seed {chosen.seed}{spread}); annotations: {path}",
+        f"({chosen.fraction * 100:g}%, seed {chosen.seed}{spread}); annotations: {path}",
         highlight=False, soft_wrap=True,
     )  # fmt: skip
     if args.annotator_model:

@@ -13,12 +13,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hpt.results.penalties import AnnotatedPenalty, Annotation, AnnotatorKind, annotated_penalty
+from hpt.results.store import RunDirError
 
 ANNOTATIONS_ENV = "HPT_ANNOTATIONS_DIR"
 
 
-class AnnotationsError(ValueError):
-    """An annotations file that cannot be read or written."""
+class AnnotationsError(RunDirError):
+    """An annotations file that cannot be read or written (a user's error, reported in one
+    line as a run directory's are)."""
 
 
 def default_annotations_dir() -> Path:

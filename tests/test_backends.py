@@ -186,6 +186,18 @@ async def test_tgi_without_template_uses_generate_within_the_rules() -> None:
     assert sampled.usage.prompt_tokens == 7 and sampled.usage.completion_tokens == 3
 
 
+async def test_tgi_without_template_answers_requests_sent_before_it_knew() -> None:
+    # Sent at once, all go to the chat route; each refusal sends its request to /generate.
+    fake = FakeTGI(responder=lambda body: "yes", chat_template=False, delay_s=0.05)
+    with serving(fake.app()) as srv:
+        async with backend(provider="tgi", endpoints=[srv.root_url]) as b:
+            outs = await asyncio.gather(
+                *(b.complete(SYS_USER, GenerationParams(), cache_seed=str(i)) for i in range(4))
+            )
+    assert [o.text for o in outs] == ["yes"] * 4
+    assert sorted(path for path, _ in fake.requests) == ["/"] * 4 + ["/v1/chat/completions"] * 4
+
+
 async def test_tgi_long_prompts() -> None:
     fake = FakeTGI(responder=echo_last, max_input_tokens=50, max_total_tokens=60)
     with serving(fake.app()) as srv:

@@ -124,7 +124,9 @@ class TGITransport(InferenceClientTransport):
         return self.info.max_stop_sequences if self.info else super()._stop_limit()
 
     def _retry_422(self, message: str) -> bool:
-        if self._api == "auto" and _TEMPLATE_RE.search(message):
+        # Not only while "auto": requests sent to the chat route before the first answer
+        # switched it come back with the same answer, and go again too.
+        if self._api != "chat" and _TEMPLATE_RE.search(message):
             self._api = "generate"  # this server has no chat template
             return True
         return False

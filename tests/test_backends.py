@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 
@@ -392,3 +393,193 @@ async def test_a_lone_surrogate_in_a_reply_becomes_a_replacement_character(
                 again = await b.complete(SYS_USER, GenerationParams())
     assert out.text == "caf\u00e9 \ufffd The answer is True."
     assert again.cached and again.text == out.text and fake.served == 1
+
+
+# -- what was sent -------------------------------------------------------------------------
+
+
+def _generation_fields(body: dict, drop: tuple[str, ...]) -> dict:  # type: ignore[type-arg]
+    return {k: v for k, v in body.items() if k not in drop}
+
+
+@OPENAI_CLIENTS
+async def test_openai_completions_report_the_parameters_on_the_wire(
+    client: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=echo_last)
+    params = GenerationParams(seed=3, stop=["\n\n"], logprobs=True)
+    with serving(fake.app()) as srv:
+        async with backend(provider="openai", model="test-model", endpoints=[srv.base_url],
+                           client=client) as b:  # fmt: skip
+            out = await b.complete(SYS_USER, params)
+            predicted = b.sent_params(params)
+    sent = _generation_fields(fake.requests[0], ("model", "messages"))
+    assert out.params == predicted == sent
+    assert sent == {"temperature": 0.6, "top_p": 0.9, "max_tokens": 1024, "seed": 3,
+                    "stop": ["\n\n"], "logprobs": True, "repetition_penalty": 1.1}  # fmt: skip
+
+
+@OPENAI_CLIENTS
+async def test_parameters_a_provider_does_not_take_are_not_reported_as_sent(
+    client: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server configured without a repetition penalty (api.openai.com's rule), and an OpenAI
+    # reasoning model, which takes neither temperature nor top_p, and max_completion_tokens.
+    from hpt.backends import openai_protocol
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=echo_last, model_ids=("test-model", "o3-mini"))
+    with serving(fake.app()) as srv:
+        async with backend(provider="openai", model="test-model", endpoints=[srv.base_url],
+                           client=client, repetition_penalty_field=None) as b:  # fmt: skip
+            plain = await b.complete(SYS_USER, GenerationParams())
+        monkeypatch.setattr(openai_protocol, "is_openai_host", lambda url: True)
+        async with backend(provider="openai", model="o3-mini", endpoints=[srv.base_url],
+                           client=client) as b:  # fmt: skip
+            reasoning = await b.complete(SYS_USER, GenerationParams(seed=1))
+    first, second = (_generation_fields(r, ("model", "messages")) for r in fake.requests)
+    assert plain.params == first == {"temperature": 0.6, "top_p": 0.9, "max_tokens": 1024}
+    assert reasoning.params == second == {"max_completion_tokens": 1024, "seed": 1}
+
+
+async def test_anthropic_completions_report_the_parameters_on_the_wire(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+    fake = FakeAnthropic(responder=echo_last)
+    with serving(fake.app()) as srv:
+        async with backend(
+            provider="anthropic", model="claude-test-1", endpoints=[srv.root_url]
+        ) as b:
+            out = await b.complete(SYS_USER, GenerationParams(stop=["STOP"], seed=4))
+        async with backend(provider="anthropic", model="claude-test-1", endpoints=[srv.root_url],
+                           anthropic_version="2023-06-01") as b:  # fmt: skip
+            legacy = await b.complete(SYS_USER, GenerationParams(temperature=1.5))
+    drop = ("model", "messages", "system")
+    assert out.params == _generation_fields(fake.requests[0][1], drop)
+    assert out.params == {"max_tokens": 1024, "stop_sequences": ["STOP"]}
+    assert legacy.params == _generation_fields(fake.requests[1][1], drop)
+    assert legacy.params == {"max_tokens": 1024, "temperature": 1.0}
+
+
+async def test_tgi_completions_report_the_parameters_of_the_request_that_answered() -> None:
+    chat = FakeTGI(responder=echo_last, max_input_tokens=50, max_total_tokens=60)
+    plain = FakeTGI(responder=lambda body: "yes", chat_template=False)
+    with serving(chat.app()) as srv:
+        async with backend(provider="tgi", endpoints=[srv.root_url]) as b:
+            # Sent once with 59 new tokens, refused, sent again with the 20 that fit.
+            fitted = await b.complete([Message(role="user", content="w " * 40)], GenerationParams())
+    with serving(plain.app()) as srv:
+        async with backend(provider="tgi", endpoints=[srv.root_url]) as b:
+            assert b.sent_params(GenerationParams())["max_tokens"] == 1024  # chat, until told
+            generated = await b.complete(SYS_USER, GenerationParams(temperature=0.0))
+            assert b.sent_params(GenerationParams()) == {
+                "max_new_tokens": 1024, "do_sample": True, "temperature": 0.6, "top_p": 0.9,
+                "repetition_penalty": 1.1,
+            }  # fmt: skip
+    assert fitted.params == {"max_tokens": 20, "temperature": 0.6, "top_p": 0.9}
+    assert chat.requests[-1][1]["max_tokens"] == 20
+    assert generated.params == {"max_new_tokens": 1024, "do_sample": False,
+                                "repetition_penalty": 1.1}  # fmt: skip
+    sent = plain.requests[-1][1]["parameters"]
+    assert all(sent[k] == v for k, v in generated.params.items())
+    assert not {"temperature", "top_p", "seed"} & set(sent)
+
+
+async def test_a_cached_completion_says_what_was_sent_when_it_was_made(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from hpt.backends import Completion, ResponseCache
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=echo_last)
+    path = tmp_path / "cache.sqlite3"
+    with serving(fake.app()) as srv:
+        config = {"provider": "openai", "model": "test-model", "endpoints": [srv.base_url]}
+        async with ResponseCache(path) as cache, backend(cache=cache, **config) as b:
+            made = await b.complete(SYS_USER, GenerationParams())
+            key = b._key(SYS_USER, GenerationParams(), "old")
+            # An entry written before completions said what was sent.
+            await cache.put(key, "openai", "test-model", Completion(text="old"))
+        async with ResponseCache(path) as cache, backend(cache=cache, **config) as b:
+            again = await b.complete(SYS_USER, GenerationParams())
+            old = await b.complete(SYS_USER, GenerationParams(), cache_seed="old")
+    assert again.cached and fake.served == 1
+    assert again.params == made.params == {"temperature": 0.6, "top_p": 0.9,
+                                           "max_tokens": 1024, "repetition_penalty": 1.1}  # fmt: skip
+    assert old.cached and old.text == "old" and old.params is None
+
+
+# -- one request in flight -----------------------------------------------------------------
+
+
+async def test_identical_requests_in_flight_are_sent_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from hpt.backends import ResponseCache
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    counter = iter(range(1000))
+    fake = FakeOpenAI(responder=lambda body: f"reply {next(counter)}", delay_s=0.2)
+    params = GenerationParams()
+    with serving(fake.app()) as srv:
+        for cache in (None, ResponseCache(tmp_path / "cache.sqlite3")):
+            fake.requests.clear()
+            async with contextlib.AsyncExitStack() as stack:
+                if cache is not None:
+                    await stack.enter_async_context(cache)
+                b = await stack.enter_async_context(backend(
+                    cache=cache, provider="openai", model="test-model", endpoints=[srv.base_url]
+                ))  # fmt: skip
+                same = [b.complete(SYS_USER, params, cache_seed="s1") for _ in range(3)]
+                other = b.complete(SYS_USER, params, cache_seed="s2")
+                *outs, apart = await asyncio.gather(*same, other)
+            assert len(fake.requests) == 2  # s1 once, s2 once
+            assert len({o.text for o in outs}) == 1 and apart.text != outs[0].text
+            assert [(o.cached, o.shared) for o in outs] == [(False, False), (True, True),
+                                                             (True, True)]  # fmt: skip
+            assert outs[1].params == outs[0].params is not None
+            assert b.stats.shared == 2 and b.stats.calls == 2 and b.stats.cache_hits == 0
+
+
+async def test_a_failure_in_flight_reaches_every_asker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=echo_last, delay_s=0.1, faults=[400])
+    with serving(fake.app()) as srv:
+        async with backend(provider="openai", model="test-model", endpoints=[srv.base_url]) as b:
+            outcomes = await asyncio.gather(
+                *(b.complete(SYS_USER, GenerationParams()) for _ in range(3)),
+                return_exceptions=True,
+            )
+            # A failure is no answer: the next asker sends the request again.
+            after = await b.complete(SYS_USER, GenerationParams())
+    assert all(isinstance(o, BackendError) and "400" in str(o) for o in outcomes)
+    assert len(fake.requests) == 2 and after.text == "echo: Hi?" and not after.cached
+
+
+async def test_a_cancelled_asker_leaves_the_call_to_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=echo_last, delay_s=0.3)
+    with serving(fake.app()) as srv:
+        async with backend(provider="openai", model="test-model", endpoints=[srv.base_url]) as b:
+            for leaving in (0, 1):  # the asker that sent the request, then one that shared it
+                fake.requests.clear()
+                askers = [asyncio.create_task(b.complete(SYS_USER, GenerationParams(),
+                                                         cache_seed=f"s{leaving}"))
+                          for _ in range(2)]  # fmt: skip
+                await asyncio.sleep(0.1)
+                askers[leaving].cancel()
+                stayed = await askers[1 - leaving]
+                assert askers[leaving].cancelled()
+                assert stayed.text == "echo: Hi?" and len(fake.requests) == 1
+            # When every asker leaves, the request is dropped; the next asker sends it again.
+            lone = asyncio.create_task(b.complete(SYS_USER, GenerationParams(), cache_seed="x"))
+            await asyncio.sleep(0.1)
+            lone.cancel()
+            await asyncio.sleep(0)
+            assert not b._flights
+            again = await b.complete(SYS_USER, GenerationParams(), cache_seed="x")
+    assert again.text == "echo: Hi?" and not again.shared and fake.served >= 3

@@ -18,10 +18,22 @@ from tests.servers.openai_compat import FakeOpenAI, ServerThread
 
 GOLDEN = Path(__file__).parent / "data" / "golden_records.jsonl"
 # What may differ between two runs of the same thing: how long it took, and which of two
-# identical calls made in flight at once found the other's cache entry.
-VOLATILE = {"wall_s", "latency_s", "cached"}
+# identical calls made at once was made and which shared its answer.
+VOLATILE = {"wall_s", "latency_s", "cached", "shared"}
 # Fields records gained after the golden file was written, with what this run must hold.
 ADDED = {"options": 2}  # a BoolQ guess picks from two answers (the chance level)
+# What every call sent (a compatible server: the repetition penalty goes), beside logprobs
+# for generated knowledge's candidates.
+SENT = {"temperature": 0.6, "top_p": 0.9, "max_tokens": 1024, "repetition_penalty": 1.1}
+
+
+def _pop_sent(record: dict[str, Any]) -> None:
+    """Check and remove each call's ``params`` (added after the golden file)."""
+    calls = [c for a in record["attempts"] for c in a["calls"]]
+    calls += [t["call"] for t in record["selections"] if t.get("call")]
+    for call in calls:
+        knowledge = call["purpose"].startswith("knowledge")
+        assert call.pop("params") == {**SENT, **({"logprobs": True} if knowledge else {})}
 
 
 def _stable(value: Any) -> Any:
@@ -66,12 +78,13 @@ def test_records_are_those_written_before(data_dir: Path, tmp_path: Path) -> Non
     for record in records:
         for name, value in ADDED.items():
             assert record.pop(name) == value
+        _pop_sent(record)
     assert records == golden
 
 
 if __name__ == "__main__":  # python tests/test_records_stable.py DATA_DIR: rewrite the golden file
-    rows = [
-        {k: v for k, v in r.items() if k not in ADDED}
-        for r in scripted_records(Path(sys.argv[1]), Path(sys.argv[2]))
-    ]
+    rows = scripted_records(Path(sys.argv[1]), Path(sys.argv[2]))
+    for row in rows:
+        _pop_sent(row)
+    rows = [{k: v for k, v in r.items() if k not in ADDED} for r in rows]
     GOLDEN.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))

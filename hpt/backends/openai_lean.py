@@ -19,9 +19,10 @@ from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_protocol import (
     chat_body,
+    chat_fields,
+    chat_params,
     classify_status,
     parse_chat_completion,
-    resolve_penalty_field,
     short,
 )
 from hpt.backends.secrets import remember_secret
@@ -49,7 +50,7 @@ class LeanOpenAITransport:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
-        self._rp_field = resolve_penalty_field(repetition_penalty_field, self.endpoint)
+        self._fields = chat_fields(model, self.endpoint, repetition_penalty_field)
 
     @property
     def suggested_concurrency(self) -> int | None:
@@ -64,12 +65,14 @@ class LeanOpenAITransport:
             )
         return self._session
 
-    def _body(self, messages: list[Message], params: GenerationParams) -> dict[str, Any]:
-        return chat_body(self.model, messages, params, self._rp_field)
+    def sent_params(self, params: GenerationParams) -> dict[str, Any]:
+        """The generation parameters a request with ``params`` sends."""
+        return chat_params(params, self._fields)
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
+        sent = self.sent_params(params)
         try:
-            body = to_json(self._body(messages, params))
+            body = to_json(chat_body(self.model, messages, sent))
             async with self._http().post(self._url, data=body) as resp:
                 raw = await resp.read()
                 if resp.status >= 400:
@@ -80,7 +83,7 @@ class LeanOpenAITransport:
             raise TransientError(
                 f"connection failed: {short(exc)} ({self.endpoint})", replica_down=True
             ) from exc
-        return parse_chat_completion(raw)
+        return parse_chat_completion(raw, sent)
 
     def _status_error(self, code: int, raw: bytes, headers: Any) -> Exception:
         try:

@@ -4,6 +4,8 @@ client. Imports no SDK: importing ``openai`` alone costs most of a second."""
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
@@ -56,26 +58,52 @@ def resolve_penalty_field(setting: str | None, base_url: str) -> str | None:
     return None if is_openai_host(base_url) else "repetition_penalty"
 
 
-def chat_body(
-    model: str, messages: list[Message], params: GenerationParams, penalty_field: str | None
-) -> dict[str, Any]:
-    """A chat-completions request body."""
-    body: dict[str, Any] = {
+# OpenAI's reasoning models: the o-series and gpt-5 (not its "-chat" models) take only the
+# default temperature and top_p, and max_completion_tokens rather than max_tokens.
+_REASONING = re.compile(r"(o\d|gpt-5)")
+
+
+@dataclass(frozen=True)
+class ChatFields:
+    """Which generation parameters a chat-completions server is sent, under what names."""
+
+    penalty: str | None  # the repetition penalty's field; None: not sent
+    sampling: bool = True  # temperature and top_p
+    max_tokens: str = "max_tokens"
+
+
+def chat_fields(model: str, base_url: str, penalty_setting: str | None) -> ChatFields:
+    penalty = resolve_penalty_field(penalty_setting, base_url)
+    if is_openai_host(base_url) and _REASONING.match(model) and "-chat" not in model:
+        return ChatFields(penalty, sampling=False, max_tokens="max_completion_tokens")
+    return ChatFields(penalty)
+
+
+def chat_params(params: GenerationParams, fields: ChatFields) -> dict[str, Any]:
+    """The generation parameters of a chat-completions request, as sent."""
+    sent: dict[str, Any] = {}
+    if fields.sampling:
+        sent["temperature"] = params.temperature
+        sent["top_p"] = params.top_p
+    sent[fields.max_tokens] = params.max_tokens
+    if params.seed is not None:
+        sent["seed"] = params.seed
+    if params.stop:
+        sent["stop"] = params.stop
+    if params.logprobs:
+        sent["logprobs"] = True
+    if fields.penalty and params.repetition_penalty is not None:
+        sent[fields.penalty] = params.repetition_penalty
+    return sent
+
+
+def chat_body(model: str, messages: list[Message], sent: dict[str, Any]) -> dict[str, Any]:
+    """A chat-completions request body with the generation parameters ``sent``."""
+    return {
         "model": model,
         "messages": [{"role": m.role, "content": m.content} for m in messages],
-        "temperature": params.temperature,
-        "top_p": params.top_p,
-        "max_tokens": params.max_tokens,
+        **sent,
     }
-    if params.seed is not None:
-        body["seed"] = params.seed
-    if params.stop:
-        body["stop"] = params.stop
-    if params.logprobs:
-        body["logprobs"] = True
-    if penalty_field and params.repetition_penalty is not None:
-        body[penalty_field] = params.repetition_penalty
-    return body
 
 
 def short(exc: BaseException | str, limit: int = 300) -> str:
@@ -92,8 +120,9 @@ def _from_json(raw: bytes) -> Any:
         return json.loads(raw)
 
 
-def parse_chat_completion(raw: bytes) -> Completion:
-    """Read an OpenAI-shaped chat completion; a body of another shape is a transient fault."""
+def parse_chat_completion(raw: bytes, sent: dict[str, Any] | None = None) -> Completion:
+    """Read an OpenAI-shaped chat completion (``sent``: the request's generation parameters,
+    which it reports); a body of another shape is a transient fault."""
     try:
         data = _from_json(raw)
         choice = data["choices"][0]
@@ -115,6 +144,7 @@ def parse_chat_completion(raw: bytes) -> Completion:
                 "completion_tokens": int(usage.get("completion_tokens") or 0),
             },
             "logprobs": logprobs,
+            "params": sent,
         })  # fmt: skip
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         head = raw[:120].decode("utf-8", "replace")

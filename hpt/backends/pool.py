@@ -12,10 +12,11 @@ import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import FatalBackendError, TransientError
+from hpt.backends.managed import reported_params
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,9 @@ class ReplicaPool:
         least = min(s.outstanding for s in up)
         tied = [s for s in up if s.outstanding == least]
         return tied[next(self._turn) % len(tied)]
+
+    def sent_params(self, params: GenerationParams) -> dict[str, Any] | None:
+        return reported_params(self.states[0].replica, params)
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         state = self._pick()

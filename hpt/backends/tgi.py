@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import aiohttp
 from huggingface_hub import AsyncInferenceClient
@@ -138,23 +139,38 @@ class TGITransport(InferenceClientTransport):
             return await self._generate(messages, params, max_new)
         return await self._chat(messages, params, max_new)
 
+    def sent_params(self, params: GenerationParams) -> dict[str, Any]:
+        if self._api == "generate":
+            return self._generate_params(params, self._max_new(params))
+        return super().sent_params(params)
+
+    def _generate_params(self, params: GenerationParams, max_new: int) -> dict[str, Any]:
+        server_stops, _ = self._stops(params)
+        sampling = params.temperature > 0
+        sent: dict[str, Any] = {"max_new_tokens": max_new, "do_sample": sampling}
+        if sampling:
+            sent["temperature"] = params.temperature
+            if 0 < params.top_p < 1:
+                sent["top_p"] = params.top_p
+        if params.repetition_penalty is not None:
+            sent["repetition_penalty"] = params.repetition_penalty
+        if params.seed:  # TGI wants a positive seed
+            sent["seed"] = params.seed
+        if server_stops:
+            sent["stop"] = server_stops
+        return sent
+
     async def _generate(
         self, messages: list[Message], params: GenerationParams, max_new: int
     ) -> Completion:
-        server_stops, stops = self._stops(params)
-        sampling = params.temperature > 0
+        _, stops = self._stops(params)
+        sent = self._generate_params(params, max_new)
         out = await self._client.text_generation(
             plain_prompt(messages),
             details=True,
             decoder_input_details=True,  # prefill tokens give the prompt's token count
-            max_new_tokens=max_new,
-            do_sample=sampling,
-            temperature=params.temperature if sampling else None,
-            top_p=params.top_p if sampling and 0 < params.top_p < 1 else None,
-            repetition_penalty=params.repetition_penalty,
-            seed=params.seed if params.seed else None,  # TGI wants a positive seed
-            stop=server_stops,
             return_full_text=False,
+            **sent,
         )
         details = out.details
         text, stopped = truncate_at_stop(out.generated_text, stops)
@@ -174,6 +190,7 @@ class TGITransport(InferenceClientTransport):
                 completion_tokens=details.generated_tokens if details else 0,
             ),
             logprobs=logprobs,
+            params=sent,
         )
 
     async def aclose(self) -> None:

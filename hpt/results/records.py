@@ -8,7 +8,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -48,10 +48,16 @@ class Call(BaseModel):
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
-    # Served from the response cache (no model call was made).
+    # No model call was made for this one: served from the response cache, or (``shared``)
+    # the answer of an identical call already in flight (e.g. a threshold cell's twin).
     cached: bool = False
     # Mean of exp(logprob) over the completion's tokens, when logprobs were asked for.
     mean_token_prob: float | None = None
+    shared: bool = False
+    # The generation parameters as sent on the wire, after the provider's mapping (names as
+    # sent, e.g. llama.cpp's "repeat_penalty"; one the provider does not take is absent).
+    # None: not known (a cache entry written before hpt recorded them, a plugin transport).
+    params: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, purpose: str, model: str, messages: list[Message], result: Completion) -> Call:
@@ -65,6 +71,8 @@ class Call(BaseModel):
             latency_s=result.latency_s,
             cached=result.cached,
             mean_token_prob=mean_token_prob(result.logprobs),
+            shared=result.shared,
+            params=result.params,
         )
 
 

@@ -346,7 +346,8 @@ def _depth_record(node: str, depth: int, preds: list[str], succs: list[str], sco
     return DepthRecord(
         sample_id=node, dataset="depthqa", model="alpha", variant=variant,
         strategies=["depth_zero_shot"], m=1, penalty=1.0, target=f"reference for q_{node}",
-        resolved_level=1 if resolved else None, hpi_score=1.0 if resolved else 2.0,
+        resolved_level=1 if resolved else None,
+        hpi_score=None if score is None else 1.0 if resolved else 2.0,
         attempts=[attempt], node_id=node_id or node, qid=f"q_{node}", depth=depth,
         predecessors=preds, successors=succs, prompt=prompt, prediction=prediction,
         judge_score=score, feedback=f"feedback on {node}",
@@ -403,6 +404,9 @@ def test_depthqa_node_neighbourhood_and_conversation(
     assert page.inner_text("#count").startswith("4 of 9")
     modes = set(page.locator("#rows tr td:nth-child(4)").all_inner_texts())
     assert modes == {"standard · multi-turn"}
+    # e's judge gave no valid score: not scored, not unresolved (b, scored 2, is unresolved).
+    levels = page.locator("#rows tr td:nth-child(5)").all_inner_texts()
+    assert sorted(levels) == ["L1", "L1", "not scored", "unresolved"]
 
     _open(page, "c")
     title = page.inner_text("[data-testid=title]")
@@ -462,6 +466,9 @@ def test_depthqa_node_neighbourhood_and_conversation(
     assert ghost == {"node": "ghost", "role": "pred", "label": "ghost · –", "tag": "span",
                      "depth": "2", "colour": grey}  # fmt: skip
     assert page.inner_text("[data-testid=judge-score]") == "missing"
+    # A climb no judge scored is not called unresolved: it is in no mean.
+    assert "not scored: no valid judge verdict" in page.inner_text("#detail")
+    assert page.locator("svg [data-node=end]").text_content() == "not scored"
 
     # The same node in the zero-shot cell is its own record, with its own scores.
     page.select_option("#f-variant", "zero-shot")

@@ -13,13 +13,13 @@ import os
 import platform
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from hpt import __version__
 from hpt.backends import BackendStats, GenerationParams, ResponseCache
@@ -108,6 +108,19 @@ class RunResult:
         return self.summaries[0]
 
 
+class DatasetParams(BaseModel):
+    """One dataset's generation parameters, as ``run.json`` gives them."""
+
+    # What its ladder's calls ask for: the run's settings over the dataset's own defaults
+    # (DepthQA's are the paper's). Strategies and helper roles change some per call (logprobs
+    # for generated knowledge, temperature 0 for judges and the extractor): see each call.
+    asked: GenerationParams
+    # By evaluated model: what its provider puts on the wire for ``asked`` (names as sent;
+    # one the provider does not take is absent), as each call's ``params`` records it.
+    # None: the model's transport does not say.
+    sent: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+
+
 class SavedSpec(RunSpec):
     """``run.json``: the spec, plus what is needed to repeat the run (never keys)."""
 
@@ -119,6 +132,14 @@ class SavedSpec(RunSpec):
     command: list[str] = Field(default_factory=list)
     # Each dataset as reports see it, so a run directory is reported without the task code.
     tasks: dict[str, TaskInfo] = Field(default_factory=dict)
+    # Each dataset's generation parameters, asked and sent.
+    generation: dict[str, DatasetParams] = Field(default_factory=dict)
+
+    @field_serializer("params")
+    def _params_given(self, params: GenerationParams) -> dict[str, Any]:
+        """Only the settings the run gave: each dataset's own defaults apply under them (and
+        so again on resume); ``generation`` has what was used."""
+        return params.model_dump(mode="json", exclude_unset=True)
 
     def run_spec(self) -> RunSpec:
         return RunSpec.model_validate(self.model_dump(include=set(RunSpec.model_fields)))
@@ -157,6 +178,7 @@ class _CellPlan:
     args: dict[str, BaseModel] = field(default_factory=dict)
     params: GenerationParams = field(default_factory=GenerationParams)
     graph: Any = None
+    model: ManagedBackend | None = None  # the evaluated model's backend, once opened
     todo: list[tuple[Sample, int]] = field(default_factory=list)
 
 
@@ -213,7 +235,7 @@ async def run_evaluation(
             else None
         )
         for p in plans:
-            model = await backend(p.model_name)
+            model = p.model = await backend(p.model_name)
             knowledge = await backend(spec.knowledge_model) if spec.knowledge_model else model
             if p.task.needs_judge:  # each cell its own judge: by default its evaluated model
                 p.task = copy.copy(p.task)
@@ -242,18 +264,22 @@ async def run_evaluation(
             # The same graph, walked without Pregel's per-step cost (hpt.graphs.walk).
             p.graph = GraphWalker.of(graph) or graph
         observer.watch(backends.stats)
+        generation = _generation(plans)
         now = datetime.now().isoformat(timespec="seconds")
         if resume:
             saved.resumed_at.append(now)
             # A run saved before run.json described its tasks gets the descriptions now.
             saved.tasks = {**{p.cell.dataset: _described(p.task) for p in plans}, **saved.tasks}
+            saved.generation = {**generation, **saved.generation}
             store.reopen()
         else:
             saved = SavedSpec(
-                **spec.model_dump(),
+                # The params object itself: it knows which settings the run gave.
+                **{**spec.model_dump(), "params": spec.params},
                 started_at=now,
                 command=command or [],
                 tasks={p.cell.dataset: _described(p.task) for p in plans},
+                generation=generation,
             )
             store.create()
         store.write_json(SPEC, saved.model_copy(update={"out": out}))
@@ -267,6 +293,10 @@ async def run_evaluation(
             result = RunSummary(complete=complete, cells=[p.tally.summary() for p in plans])
             store.write_json(SUMMARY, result)
             programs.write_usage()
+            ended = _generation(plans)
+            if ended != generation:  # a transport adapted (a TGI server without a template)
+                saved.generation.update(ended)
+                store.write_json(SPEC, saved.model_copy(update={"out": out}))
     observer.finished(result)
     return RunResult(out=out, summaries=result.cells, complete=complete)
 
@@ -298,6 +328,17 @@ def _collector_for_climb() -> Iterator[None]:
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
+
+
+def _generation(plans: list[_CellPlan]) -> dict[str, DatasetParams]:
+    """Each dataset's generation parameters: asked, and sent by each evaluated model's
+    transport as it stands (it may adapt during a run)."""
+    out: dict[str, DatasetParams] = {}
+    for p in plans:
+        used = out.setdefault(p.cell.dataset, DatasetParams(asked=p.params))
+        if p.model is not None:
+            used.sent[p.cell.model] = p.model.sent_params(p.params)
+    return out
 
 
 def _described(task: Task) -> TaskInfo:
@@ -443,28 +484,60 @@ def _read_back(
     return done
 
 
-def _interleave(plans: list[_CellPlan]) -> list[tuple[_CellPlan, Sample, int]]:
-    """Round-robin over the cells, so every cell makes progress from the start."""
-    per_cell = [[(p, s, draw) for s, draw in p.todo] for p in plans]
-    return [item for batch in itertools.zip_longest(*per_cell) for item in batch if item]
+# One climb: a cell, a sample and a draw. A work item is one or several climbs run together.
+Climb = tuple[_CellPlan, Sample, int]
+
+
+def _interleave(plans: list[_CellPlan]) -> list[list[Climb]]:
+    """Round-robin over the cells, so every cell makes progress from the start. The cells
+    that differ only by threshold read one evaluation at several thresholds: a sample's
+    climbs in them are one work item, run together, so each identical call is asked once
+    (the backend shares a request in flight) and every threshold scores the same replies."""
+    siblings: dict[tuple[object, ...], list[_CellPlan]] = {}
+    for p in plans:
+        c = p.cell
+        siblings.setdefault((c.dataset, p.model_name, c.mode, c.variant), []).append(p)
+    per_group = []
+    for group in siblings.values():
+        items: dict[tuple[str, int], list[Climb]] = {}
+        for p in group:
+            for s, draw in p.todo:
+                items.setdefault((s.id, draw), []).append((p, s, draw))
+        per_group.append(list(items.values()))
+    return [item for batch in itertools.zip_longest(*per_group) for item in batch if item]
+
+
+async def _together(climbs: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``climbs`` at once; the first failure stops the others and is raised."""
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for climb in climbs:
+                tg.create_task(climb)
+    except BaseExceptionGroup as group:
+        raise group.exceptions[0] from None
 
 
 async def _climb_all(
     plans: list[_CellPlan], spec: RunSpec, store: RunStore, observer: RunObserver
 ) -> None:
-    queues: dict[str, list[tuple[_CellPlan, Sample, int]]] = {}
+    queues: dict[str, list[list[Climb]]] = {}
     for model_name in spec.model:
         items = _interleave([p for p in plans if p.model_name == model_name])
         if items:
             queues[model_name] = items[::-1]  # pop() from the end takes the first
     done: asyncio.Queue[tuple[SampleRecord, Tally] | None] = asyncio.Queue()
 
-    async def worker(todo: list[tuple[_CellPlan, Sample, int]], start_after: float) -> None:
+    async def climb(plan: _CellPlan, sample: Sample, draw: int) -> None:
+        done.put_nowait((await _climb(plan, sample, draw), plan.tally))
+
+    async def worker(todo: list[list[Climb]], start_after: float) -> None:
         await asyncio.sleep(start_after)
         while todo:
-            plan, sample, draw = todo.pop()
-            record = await _climb(plan, sample, draw)
-            done.put_nowait((record, plan.tally))
+            climbs = todo.pop()
+            if len(climbs) == 1:
+                await climb(*climbs[0])
+            else:
+                await _together([climb(*c) for c in climbs])
 
     async def writer() -> None:
         finished = False

@@ -50,8 +50,9 @@ class RunSpec(ModelSettings):
     mode: Annotated[list[Mode], BeforeValidator(_listed)] = Field(
         default_factory=lambda: list[Mode](["standard"]), min_length=1
     )
-    # Translation/summarisation: the scores (0-1) that resolve a sample, one cell each; empty:
-    # both of the paper's thresholds, 0.15 and 0.20 (tables 3 and 6), for IWSLT and SAMSum.
+    # Translation/summarisation: the scores (0-1) that resolve a sample, one cell each, all
+    # scoring the same completions (one evaluation read at each threshold); empty: both of
+    # the paper's thresholds, 0.15 and 0.20 (tables 3 and 6), for IWSLT and SAMSum.
     threshold: Annotated[
         list[Annotated[float, Field(gt=0.0, le=1.0)]], BeforeValidator(_listed)
     ] = Field(default_factory=list)
@@ -83,8 +84,11 @@ class RunSpec(ModelSettings):
     plugins: list[str] = Field(default_factory=list)
     limit: int | None = Field(None, ge=1)
     seed: int = 0
-    # Samples in flight per evaluated model; each backend's own limits cap its calls.
+    # Samples in flight per evaluated model (a sample's threshold cells climb together, as one);
+    # each backend's own limits cap its calls.
     concurrency: int = Field(8, ge=1)
+    # Generation settings: those set override each dataset's own defaults (DepthQA's), field
+    # by field; run.json keeps only those (see SavedSpec).
     params: GenerationParams = Field(default_factory=GenerationParams)
     # Independent climbs per sample; pass@k (k <= n) is reported for level 1 and for HPF.
     samples_per_task: int = Field(1, ge=1)

@@ -90,6 +90,8 @@
 
   function levelCell(r) {
     if (r[5]) return el("td", { class: "lv-error" }, "error");
+    // No error and no HPI score: a judge gave no valid verdict, so the climb was not scored.
+    if (r[4] === null && r[6] === null) return el("td", { class: "lv-none" }, "not scored");
     if (r[4] === null) return el("td", { class: "lv-none" }, "unresolved");
     return el("td", { class: "lv-ok" }, "L" + r[4]);
   }
@@ -201,7 +203,7 @@
       node(top(level), `L${level} ${name}`, a ? (a.resolved ? "resolved" : "failed") : "idle", "L" + level);
     });
     const endY = top(names.length + 1);
-    node(endY, rec.error ? "error" : resolved ? `resolved at L${rec.resolved_level}` : "unresolved",
+    node(endY, rec.error ? "error" : resolved ? `resolved at L${rec.resolved_level}` : unscored(rec) ? "not scored" : "unresolved",
       "end " + (resolved && !rec.error ? "resolved" : "failed"), "end");
     if (adaptive) {
       const sy = endY / 2 - H / 2;
@@ -323,6 +325,8 @@
     return box;
   }
 
+  const unscored = (rec) => !rec.error && rec.resolved_level == null && rec.hpi_score == null;
+
   function showRecord(rec, row) {
     const d = $("detail");
     d.replaceChildren();
@@ -330,7 +334,8 @@
     const variant = rec.variant == null ? "" : " · " + rec.variant;
     d.append(el("h2", { "data-testid": "title" }, `${rec.sample_id}${rec.draw ? " #" + rec.draw : ""} · ${where} · ${rec.model} · ${rec.mode}${variant}`));
     d.append(facts([
-      ["resolved", rec.error ? "error" : rec.resolved_level == null ? "unresolved" : "level " + rec.resolved_level],
+      ["resolved", rec.error ? "error" : rec.resolved_level != null ? "level " + rec.resolved_level
+        : unscored(rec) ? "not scored: no valid judge verdict (left out of every mean)" : "unresolved"],
       ["HPI score", rec.hpi_score == null ? "-" : rec.hpi_score.toFixed(2)],
       ["target", rec.target], ["error", rec.error], ["selector iteration", rec.iteration],
       ["wall time", rec.wall_s.toFixed(2) + " s"],

@@ -322,3 +322,30 @@ def test_zero_shot_on_the_offline_questions_file(data_dir: Path, tmp_path: Path)
     cell = json.loads((out / "summary.json").read_text())["cells"][0]
     assert cell["depth_scores"] == {"1": None, "2": None, "3": 3.0}
     assert cell["forward_discrepancy"]["overall"]["nodes"] == 0
+
+
+def test_a_ladder_stops_where_the_judge_gave_no_score(tmp_path: Path) -> None:
+    """Once a level's verdict is missing the climb cannot be scored: no level above it is
+    asked (every call would be spent on nothing), and the record is not scored."""
+
+    def responder(body: dict[str, Any]) -> str:
+        if body["messages"][0]["content"].startswith("You are a fair judge"):
+            return "Feedback: fine. Score: 4 out of 5"  # no [RESULT]: never a score
+        return "an answer"
+
+    fake = FakeOpenAI(responder)
+    server = ServerThread(fake.app()).start()
+    try:
+        out = tmp_path / "ladder"
+        result = _run(server, write_graph(tmp_path / "graph"), out, "--strategies",
+                      "role,depth_pred,depth_gold,depth_multi_turn")  # fmt: skip
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr
+    recs = _records(out)
+    assert recs and all([a["strategy"] for a in r["attempts"]] == ["role"] for r in recs)
+    assert all(r["hpi_score"] is None and r["resolved_level"] is None for r in recs)
+    # Per node: one answer and the judge's three tries, nothing more.
+    assert all(len(r["attempts"][0]["calls"]) == 1 + 3 for r in recs)
+    cell = json.loads((out / "summary.json").read_text())["cells"][0]
+    assert (cell["n"], cell["judge_missing"], cell["hpi"]) == (0, len(recs), None)

@@ -21,6 +21,7 @@ from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import resolve_strategies
 from hpt.prompts import PromptSet
 from hpt.results.records import Call, Selection
+from hpt.results.scoring import unjudged
 
 SELECTOR = "selector"
 
@@ -97,6 +98,8 @@ def build_adaptive(
     async def after_attempt(state: LadderState) -> str:
         last = state["attempts"][-1]
         if last.resolved or last.error is not None or len(state["selections"]) >= m:
+            return END
+        if unjudged(state["attempts"][-1:]):  # unscorable now: see ladder._outcome
             return END
         return SELECTOR
 

@@ -17,6 +17,7 @@ from hpt.backends import Backend, BackendError, FatalBackendError, GenerationPar
 from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import STRATEGIES, NoAnswer, StrategyContext, resolve_strategies
 from hpt.results.records import Attempt, Call
+from hpt.results.scoring import unjudged
 from hpt.tasks import Check, Sample, Task
 from hpt.tasks.extractor import PURPOSE as EXTRACT
 from hpt.tasks.extractor import AnswerExtractor
@@ -156,7 +157,10 @@ async def _read(runtime: LadderRuntime, ctx: StrategyContext, completion: str) -
 # thread hop (and its synchronisation objects) per edge of every climb.
 async def _outcome(state: LadderState) -> Outcome:
     last = state["attempts"][-1]
-    return "resolved/error" if last.resolved or last.error is not None else "unresolved"
+    # A judge that gave no valid score leaves the climb unscorable (hpt.results.scoring.
+    # unjudged): asking further levels would spend calls on nothing.
+    done = last.resolved or last.error is not None or unjudged(state["attempts"][-1:])
+    return STOP if done else NEXT
 
 
 def build_ladder(strategies: Sequence[str], runtime: LadderRuntime | None = None) -> Any:

@@ -402,7 +402,7 @@ def table_levels(reports: list[CellReport]) -> str:
 def table_usage(reports: list[CellReport]) -> str:
     """Calls, tokens and, with prices, cost per cell."""
     priced = any(r.cost_usd is not None for r in reports)
-    header = ["dataset", "model", "mode", "samples", "calls (cached)", "prompt tokens",
+    header = ["dataset", "model", "mode", "samples", "calls (not sent)", "prompt tokens",
               "completion tokens"] + (["cost USD"] if priced else [])  # fmt: skip
     rows = []
     for r in reports:

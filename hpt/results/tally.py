@@ -73,7 +73,8 @@ class Summary(BaseModel):
     calls: int
     prompt_tokens: int
     completion_tokens: int
-    # Of ``calls``, those answered from the response cache (no model call made).
+    # Of ``calls``, those no model call was made for: answered from the response cache, or
+    # shared with an identical request in flight (another threshold cell's; ``Call.shared``).
     cached_calls: int = 0
     # Translation and summarisation: the dataset-level score over each scored sample's final
     # output (the resolving attempt, else the last) -- corpus BLEU for IWSLT, mean ROUGE-L F

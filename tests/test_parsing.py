@@ -185,10 +185,15 @@ def test_a_loop_note_names_the_block() -> None:
         ("24 divided by 4 is 6", False, "6"),
         ("Her savings grew by 4", False, "4"),
         ("Its price went up 3 times", False, "3"),
-        # A total stated, when the question asks for one, over uncomputed numbers after it.
-        ("The total is 30, so she lost 6 hours.", True, "30"),
-        ("The total is 30, so she lost 6 hours.", False, "6"),
-        ("The total is 30, so she has 30 + 18 = 48 hours.", True, "48"),
+        # A total stated, when the question asks for one, over a clause that only comments.
+        ("The total is 30, which means she lost 6 hours.", True, "30"),
+        ("The total is 30 hours, meaning she lost 6 hours.", True, "30"),
+        ("The total is 30, which means she lost 6 hours.", False, "6"),
+        ("The total is 30, so she lost 6 hours.", True, "6"),  # "so": a result follows
+        ("The total is 30 hours, which means she has 30 + 18 = 48 hours.", True, "48"),
+        ("The total is 30 hours, which gives her 36 with Sunday.", True, "36"),
+        ("The total is $16 a day, which means she makes $112 a week.", True, "112"),  # a rate
+        ("The total is 5 each, which means 4 boxes hold 20.", True, "20"),
         ("The total is 30. She lost 6 hours.", True, "6"),  # another sentence
     ],
 )
@@ -201,6 +206,10 @@ def test_asks_for_total() -> None:
     assert asks_for_total("How many hours did she sleep in total throughout the week?")
     assert asks_for_total("How many apples do they have altogether?")
     assert not asks_for_total("How much does she make every day?")
+    # Only the sentence that asks counts (one ending "?", else the last).
+    assert not asks_for_total("Her 3 items cost $20 in total. How much change is left from $100?")
+    assert asks_for_total("Apples cost $3.50 each. Find the total cost of 4 apples.")
+    assert asks_for_total("Apples cost $3.50 each. How much do 4 apples cost altogether?")
 
 
 def test_read_choice_says_why_it_read_nothing() -> None:

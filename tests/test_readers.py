@@ -145,6 +145,43 @@ SAMPLES: dict[str, Sample] = {
         },
         target="70000",
     ),
+    # Questions asking for a total, whose replies state a rate or a part "total" first.
+    "apples": Sample(
+        id="gsm8k-apples",
+        fields={"question": "Apples cost $3 each. How much do 4 apples cost in total?"},
+        target="12",
+    ),
+    "legs": Sample(
+        id="gsm8k-legs",
+        fields={"question": "A dog has 4 legs. How many legs do 5 dogs have in total?"},
+        target="20",
+    ),
+    "hours": Sample(
+        id="gsm8k-hours",
+        fields={
+            "question": "Ann worked 5 hours on Monday and 3 hours on Tuesday. How many hours "
+            "did she work in total?"
+        },
+        target="8",
+    ),
+    "earnings": Sample(
+        id="gsm8k-earnings",
+        fields={"question": "Janet earns $16 a day. How much does she earn in total in 7 days?"},
+        target="112",
+    ),
+    "boxes": Sample(
+        id="gsm8k-boxes",
+        fields={"question": "Each of 5 boxes holds 4 pens. How many pens are there altogether?"},
+        target="20",
+    ),
+    "girls": Sample(
+        id="gsm8k-girls",
+        fields={
+            "question": "A class has 30 students, and 2/3 of them are girls. How many girls "
+            "are in the class in total?"
+        },
+        target="20",
+    ),
     # CommonsenseQA
     "revolving": _choice(
         "csqa-revolving",
@@ -251,6 +288,7 @@ TASK_OF = {
     **dict.fromkeys(
         ["janet", "john", "marbles", "robe", "josh", "sadie", "cookies", "pens"], "gsm8k"
     ),
+    **dict.fromkeys(["apples", "legs", "hours", "earnings", "boxes", "girls"], "gsm8k"),
     **dict.fromkeys(["revolving", "sammy", "light", "kitten", "pickle", "brine"], "csqa"),
     **dict.fromkeys(
         ["stone", "boolean", "scenarios", "fuzzer", "statements", "degree", "twins"], "mmlu"
@@ -645,6 +683,50 @@ CASES: list[Case] = [
         "48",
         strict=None,
         why="a total stated before a computed result does not replace it",
+    ),
+    # A total read only where the clause after it comments on it (", which means ..." above):
+    # not a rate ("per", "each", "a day"), nor one a result ("so", "gives", "makes") follows.
+    C(
+        "apples",
+        "The total cost is $3 per apple, so 4 apples cost $12.",
+        "12",
+        strict=None,
+        why="'$3 per apple' is a rate, and 'so' brings the result",
+    ),
+    C(
+        "legs",
+        "The total number of legs is 4 per dog, so 5 dogs have 20 legs.",
+        "20",
+        strict=None,
+        why="'4 per dog' is a rate",
+    ),
+    C(
+        "hours",
+        "The total is 5 hours on Monday plus 3 hours on Tuesday, which gives 8 hours.",
+        "8",
+        strict=None,
+        why="'plus' makes 5 an operand, and 'which gives' states the result",
+    ),
+    C(
+        "earnings",
+        "Janet's total earnings are $16 a day, so over 7 days she makes $112.",
+        "112",
+        strict=None,
+        why="'$16 a day' is a rate",
+    ),
+    C(
+        "boxes",
+        "In total there are 5 boxes, each with 4 pens, so 20 pens",
+        "20",
+        strict=None,
+        why="'so' brings the result",
+    ),
+    C(
+        "girls",
+        "The total number of students was 30, and 2/3 of them are girls, so 20 girls.",
+        "20",
+        strict=None,
+        why="the class's total is not the total asked for; 'so' brings the result",
     ),
     # Cut off at the length limit: read up to where the reply is whole; a loop is unresolved.
     C(

@@ -17,10 +17,12 @@ question is not an answer. Then:
   such as "(which is $18)" and LaTeX's "\\( 18 \\)" are not asides). The result found is
   None when it is an operand of an unevaluated expression ("200,000 - 130,000", "24 divided
   by 4") or sits in an equation with an unsolved unknown ("8 - 10 + 5x = 4."). When the
-  question asks for a total ("in total", "altogether"), a total stated in that result's
-  sentence is read instead of the uncomputed numbers after it ("The total hours slept by
-  Sadie is 30.8, which means ... she lost 6.5 hours" is 30.8; "... is 28 hours, so 8 + 12 +
-  28 = 48" stays 48);
+  question's asking sentence asks for a total ("in total", "altogether"), a total stated in
+  that result's sentence and followed by a clause that only comments on it (", which means
+  ...") is read instead ("The total hours slept by Sadie is 30.8, which means ... she lost
+  6.5 hours" is 30.8); never a rate ("The total cost is $3 per apple, so 4 apples cost $12"
+  is 12) nor a total followed by a result ("so", "gives", "makes", "="; "The total is 5 hours
+  on Monday plus 3 hours on Tuesday, which gives 8 hours" is 8);
 - the alternative reading "strict" takes stated answers only (or a completion that is just a
   number) and is None otherwise, like lm-evaluation-harness's strict-match. Summaries report
   it beside the primary reading, so a user sees how much rests on the fallback.

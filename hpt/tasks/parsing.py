@@ -379,28 +379,49 @@ _OPERAND_AFTER = re.compile(
     r"\s*\)?\s*(?:[-+*/×÷^]|x(?=\s*\$?\d)|(?:divided|multiplied)\s+by\b|times(?=\s*\$?\d))",
     re.IGNORECASE,
 )
-# "The total hours slept by Sadie is 30.8": a total stated, read when the question asks for one.
+# "The total hours slept by Sadie is 30.8, which means ... she lost 6.5 hours": a total stated,
+# in its unit at most ("hours", never a rate: "per", "each", "a day"; nor an operand: "plus"),
+# then a clause that only comments on it. Read when the question asks for a total.
 _TOTAL = re.compile(
     r"\btotal\b[^.!?\n=]{0,80}?\b(?:is|was|are|were|will be|would be|comes to|equals)\s+"
-    r"(?:(?:approximately|about|roughly|exactly|then|now)\s+)?" + _WRAP + r"(?P<n>" + _NUMBER + ")",
+    r"(?:(?:approximately|about|roughly|exactly|then|now)\s+)?"
+    + _WRAP
+    + r"(?P<n>"
+    + _NUMBER
+    + r")(?:\s+(?!(?:per|each|every|a|an|plus|minus|times)\b)[A-Za-z]+){0,3}"
+    + _CLOSE
+    + r",\s*(?:(?:which|this|that)\s+(?:means|meant|implies|shows|indicates|suggests)|meaning)\b",
+    re.IGNORECASE,
+)
+# What makes the clause after a total a result rather than a comment: "so", "gives", "=", ...
+_CONCLUDES = re.compile(
+    r"=|\b(?:so|therefore|thus|hence|gives?|gave|makes?|made|equals?|comes?\s+to|results?\s+in|"
+    r"total|altogether|in\s+all)\b",
     re.IGNORECASE,
 )
 _ASKS_TOTAL = re.compile(r"\b(?:total|altogether|in all|combined)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[!?\n]|\.(?!\d)")
+_ASKING = re.compile(r"[^.!?\n]*(?:\.\d[^.!?\n]*)*\?")
 
 
 def asks_for_total(question: str) -> bool:
-    """Whether the question asks for a total ("how many ... in total", "altogether")."""
-    return _ASKS_TOTAL.search(question) is not None
+    """Whether the question asks for a total ("how many ... in total", "altogether"): in the
+    sentence that asks (one ending "?", else the last), not in what it tells ("items with a
+    total cost of $20 ... How much change?")."""
+    asking = [m.group() for m in _ASKING.finditer(question)]
+    if not asking:
+        ends = [m.end() for m in _SENTENCE_END.finditer(question.rstrip(" .\n"))]
+        asking = [question[max(ends, default=0) :]]
+    return any(_ASKS_TOTAL.search(s) for s in asking)
 
 
 def _last_number(text: str, totals: bool = False) -> str | None:
     """The fallback reading: the completion's last number that is a result (not a stray:
     see ``_STRAY``), unless it is an operand of an unevaluated expression ("the profit is
     200,000 - 130,000", "24 divided by 4") or sits in an unsolved equation ("5x = 4"). With
-    ``totals`` (the question asks for one), a total stated earlier in the same sentence ("the
-    total ... is 30.8, which means she lost 6.5 hours") is read instead of the numbers that
-    follow it, unless they are computed ("... = 48")."""
+    ``totals`` (the question asks for one), a total stated earlier in the same sentence and
+    followed by a clause that only comments on it ("the total ... is 30.8, which means she
+    lost 6.5 hours") is read instead (``_stated_total``)."""
     strays = [m.span() for m in _STRAY.finditer(text)]
     numbers = [m for m in _NUM.finditer(text) if not any(a <= m.start() < b for a, b in strays)]
     if not numbers:
@@ -419,15 +440,15 @@ def _last_number(text: str, totals: bool = False) -> str | None:
 
 
 def _stated_total(text: str, last: re.Match[str], strays: list[tuple[int, int]]) -> str | None:
-    """The total stated in ``last``'s sentence before it, when only uncomputed numbers
-    follow it there."""
+    """The total stated in ``last``'s sentence before it ("... is 30.8, which means ..."),
+    when the clause between them only comments (no "so", "gives", "makes", "=", ...)."""
     sentence = max((m.end() for m in _SENTENCE_END.finditer(text, 0, last.start())), default=0)
     totals = [
         m
-        for m in _TOTAL.finditer(text, sentence, last.end())
+        for m in _TOTAL.finditer(text, sentence, last.start())
         if not any(a <= m.start("n") < b for a, b in strays)
     ]
-    if not totals or totals[-1].end() >= last.end() or "=" in text[totals[-1].end() : last.end()]:
+    if not totals or _CONCLUDES.search(text, totals[-1].end(), last.start()):
         return None
     return normalize_number(totals[-1].group("n"))
 
@@ -464,8 +485,10 @@ def parse_number(text: str, echo: Sequence[str] = (), totals: bool = False) -> s
        are passed over. The last result is None when it is an operand of an unevaluated
        expression ("200,000 - 130,000") or sits in an equation with an unsolved unknown
        ("5x = 4"). With ``totals`` (the question asks for a total: ``asks_for_total``), a
-       total stated in that number's sentence ("The total hours slept is 30.8, which means
-       she lost 6.5 hours") is read instead, unless a computed result follows it ("= 48").
+       total stated in that number's sentence and followed only by a comment on it ("The
+       total hours slept is 30.8, which means she lost 6.5 hours") is read instead. Not a
+       rate ("The total cost is $3 per apple, so ..."), nor one followed by a result ("...,
+       which gives 8 hours", "..., so 20 girls", "= 48").
 
     Numbers in text echoed from ``echo`` (the question) are not read at all.
     """

@@ -3,17 +3,24 @@ the rule reader; both readings are recorded and the summary says how often they 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
+
+import pytest
+from aiohttp import web
 
 from hpt.backends import GenerationParams
 from hpt.results import Attempt, Reading
 from hpt.results.records import SampleRecord
 from hpt.results.tally import summarize
+from hpt.runs import RunSpec, run_evaluation
 from hpt.tasks import get_task
 from hpt.tasks.extractor import AnswerExtractor
 from tests.servers.answer_key import boolq_answer_key
+from tests.servers.openai_compat import FakeOpenAI, ServerThread
 from tests.test_cli import hpt, records, run_args
 from tests.test_ladder import Scripted
 
@@ -79,6 +86,75 @@ def test_extractor_decides_and_both_readings_are_kept(
                           "role", "--extractor-model", "openai:test-model"))  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert fake.served == served
+
+
+def _cut_off_answers(reply: str, given: list[str]) -> ServerThread:
+    """The fake OpenAI server: answer calls get ``reply``, cut off at the token limit
+    (finish_reason "length", as vLLM sends it); extractor calls finish, and ``given``
+    collects the response each was shown. The extractor reads the last truth word it is
+    shown, so a reading of the unfinished tail shows."""
+
+    def responder(body: dict[str, Any]) -> str:
+        prompt = body["messages"][-1]["content"]
+        if ASKED not in prompt:
+            return reply
+        shown = prompt.split("Response: ", 1)[1].rsplit("\n\n" + ASKED, 1)[0]
+        given.append(shown)
+        return "False" if shown.rstrip().endswith("Fal") else "True"
+
+    @web.middleware
+    async def cut_off(request: web.Request, handler: Any) -> web.StreamResponse:
+        response = await handler(request)
+        if not request.path.endswith("/chat/completions"):
+            return response
+        if ASKED in (await request.json())["messages"][-1]["content"]:
+            return response
+        assert isinstance(response, web.Response) and response.body is not None
+        answer = json.loads(bytes(response.body))  # type: ignore[arg-type]
+        for choice in answer["choices"]:
+            choice["finish_reason"] = "length"
+        return web.json_response(answer, status=response.status)
+
+    app = FakeOpenAI(responder=responder).app()
+    app.middlewares.append(cut_off)
+    return ServerThread(app).start()
+
+
+@pytest.mark.parametrize(
+    ("reply", "shown", "parsed", "detail"),
+    [
+        # Cut off mid-word: the extractor is shown the whole part only.
+        (
+            "The passage says so plainly.\nThe answer is True.\nOn second thought, Fal",
+            "The passage says so plainly.\nThe answer is True.\n",
+            "True",
+            "cut off",
+        ),
+        # Cut off repeating itself: nothing to read, the extractor is not asked.
+        ("Let me see.\n" + "The answer is True.\n" * 12 + "The ans", None, None, "repeating loop"),
+    ],
+)
+def test_the_extractor_reads_a_cut_off_reply_as_the_rule_reader_does(
+    data_dir: Path, tmp_path: Path, reply: str, shown: str | None, parsed: str | None,
+    detail: str,
+) -> None:  # fmt: skip
+    given: list[str] = []
+    server = _cut_off_answers(reply, given)
+    try:
+        os.environ.setdefault("OPENAI_API_KEY", "test-key")
+        spec = RunSpec(dataset="boolq", model="openai:test-model", base_url=server.base_url,
+                       strategies=["role"], limit=1, data_dir=data_dir, out=tmp_path / "run",
+                       cache=False, extractor_model="openai:test-model")  # fmt: skip
+        asyncio.run(run_evaluation(spec))
+    finally:
+        server.stop()
+    [attempt] = records(tmp_path / "run")[0]["attempts"]
+    assert attempt["completion"] == reply
+    assert attempt["calls"][0]["finish_reason"] == "length"
+    assert given == ([] if shown is None else [shown])
+    assert [c["purpose"] for c in attempt["calls"]] == ["answer"] + ["extract"] * len(given)
+    assert attempt["parsed"] == parsed
+    assert attempt["detail"].startswith(detail + ": ")
 
 
 def test_reading_summary_by_hand() -> None:

@@ -19,6 +19,7 @@ from hpt.graphs.strategies import STRATEGIES, NoAnswer, StrategyContext, resolve
 from hpt.results.records import Attempt, Call
 from hpt.results.scoring import unjudged
 from hpt.tasks import Check, Sample, Task
+from hpt.tasks.cutoff import noted
 from hpt.tasks.extractor import PURPOSE as EXTRACT
 from hpt.tasks.extractor import AnswerExtractor
 
@@ -147,10 +148,18 @@ async def _read(runtime: LadderRuntime, ctx: StrategyContext, completion: str) -
     extractor = runtime.extractor
     if extractor is None or not extractor.applies_to(runtime.task):
         return check
+    # A reply cut off at the length limit: the extractor reads what the rule reader read, its
+    # whole part; of a repeating loop (or nothing whole) there is nothing to read.
+    part = runtime.task.reply_part(completion, ctx.calls)
+    if part is not None and not part.text:
+        return check
+    text = completion if part is None else part.text
     seed = f"{ctx.cache_seed}#{EXTRACT}"
-    extraction = await extractor.extract(runtime.task, ctx.sample, completion, check, seed)
+    extraction = await extractor.extract(runtime.task, ctx.sample, text, check, seed)
     ctx.calls.append(Call.of(EXTRACT, extractor.model.name, extraction.messages, extraction.result))
-    return extraction.check
+    if part is None:
+        return extraction.check
+    return extraction.check.model_copy(update={"detail": noted(extraction.check.detail, part.note)})
 
 
 # Edge functions are coroutines: LangGraph runs a plain function in a worker thread, one

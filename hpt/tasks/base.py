@@ -16,7 +16,7 @@ from hpt.results.info import ReportTable, TaskInfo
 from hpt.results.penalties import UNSTATED, PenaltySource
 from hpt.results.records import Attempt, Call, Reading, Verdict
 from hpt.tasks import tables
-from hpt.tasks.cutoff import CUT_OFF, whole_part
+from hpt.tasks.cutoff import CUT_OFF, Whole, noted, whole_part
 
 
 class DatasetError(ValueError):
@@ -222,15 +222,21 @@ class Task(ABC):
         the length limit only up to where it is whole, and nothing of one cut off in a
         repeating loop (hpt.tasks.cutoff); the detail says so. Tasks that score the text
         itself (code, translations, judged answers) read every reply as it came."""
+        whole = self.reply_part(completion, calls)
+        if whole is None:
+            return await self.acheck(sample, completion, cache_seed)
+        check = await self.acheck(sample, whole.text, cache_seed)
+        return check.model_copy(update={"detail": noted(check.detail, whole.note)})
+
+    def reply_part(self, completion: str, calls: Sequence[Call]) -> Whole | None:
+        """What of ``completion`` an answer task reads when the call that wrote it (among
+        ``calls``) was cut off at the length limit: its whole part, "" for a repeating loop
+        (hpt.tasks.cutoff). None: the reply is read as it came."""
+        if self.kind != "answer":
+            return None
         finish = next((c.finish_reason for c in reversed(calls) if c.completion == completion),
                       None)  # fmt: skip
-        if self.kind != "answer" or finish not in CUT_OFF:
-            return await self.acheck(sample, completion, cache_seed)
-        whole = whole_part(completion)
-        check = await self.acheck(sample, whole.text, cache_seed)
-        # The reader's own reason first: it says why there is no answer, where it can.
-        detail = whole.note if check.detail is None else f"{check.detail}; {whole.note}"
-        return check.model_copy(update={"detail": detail})
+        return whole_part(completion) if finish in CUT_OFF else None
 
 
 def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Sample]:

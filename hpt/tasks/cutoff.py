@@ -69,6 +69,12 @@ def whole_part(text: str) -> Whole:
                         "were not read")  # fmt: skip
 
 
+def noted(detail: str | None, note: str) -> str:
+    """A check's detail with the cut-off note after it: the reader's own reason comes first,
+    since it says why there is no answer where it can."""
+    return note if detail is None else f"{detail}; {note}"
+
+
 def _loop(units: list[str]) -> tuple[str, int] | None:
     """The block the units end by repeating, and how many times, if that is a loop."""
     for size in range(1, LOOP_BLOCK + 1):

@@ -1,7 +1,9 @@
 """The optional LLM answer extractor: a model states a completion's final answer in the
 task's canonical form, and the task's rule reader reads that short reply instead of the
 completion. The rule reader's own reading is kept beside it (``alternatives["rule"]``), so a
-run shows how often the two disagree."""
+run shows how often the two disagree. Of a reply cut off at the length limit the extractor is
+shown what the rule reader reads, its whole part, and nothing of a repeating loop (the ladder
+decides that: hpt.graphs.ladder)."""
 
 from __future__ import annotations
 

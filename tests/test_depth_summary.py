@@ -14,6 +14,7 @@ from hpt.results.records import DepthRecord, Verdict
 from hpt.results.scoring import scored, unjudged
 from hpt.results.tally import Summary, summarize_cells
 from hpt.tasks import TASKS
+from hpt.tasks.depthqa import EMPTY_SCORE
 
 PENALTY = 1.0
 LADDER = ["depth_zero_shot", "depth_gold"]
@@ -22,10 +23,9 @@ EDGES = {"a": (1, [], ["c"]), "b": (1, [], ["c"]), "c": (2, ["a", "b"], ["d"]),
          "d": (3, ["c"], [])}  # fmt: skip
 
 
-def attempt(level: int, score: int | None, judged: bool = True) -> Attempt:
-    """One level's answer: judged (score None: no valid [RESULT] after the retries) or, for an
-    empty answer, never judged."""
-    verdict = Verdict(score=score, replies=["Feedback: fine."] * 3) if judged else None
+def attempt(level: int, score: int | None) -> Attempt:
+    """One level's answer, judged (score None: no valid [RESULT] after the retries)."""
+    verdict = Verdict(score=score, replies=["Feedback: fine."] * 3)
     return Attempt(level=level, strategy=LADDER[level - 1], completion="an answer",
                    resolved=score is not None and score >= 4, verdict=verdict)  # fmt: skip
 
@@ -92,15 +92,16 @@ def test_a_missing_verdict_anywhere_in_the_climb_leaves_it_unscored() -> None:
     assert s.depth_scores is not None and s.depth_scores["1"] == 3.0
 
 
-def test_an_empty_answer_is_unresolved_not_missing() -> None:
-    # Never judged (nothing to judge): a measured failure, with no judge score to average.
-    empty = node("a", attempt(1, None, judged=False))
+def test_an_empty_answer_is_a_measured_failure() -> None:
+    # Nothing to judge: the task gives the rubric's lowest score by rule (no judge call), so
+    # the node counts in its depth's mean instead of vanishing from it.
+    empty = node("a", attempt(1, EMPTY_SCORE))
     assert scored(empty)
     s = _summary([empty, node("b", attempt(1, 4))])
     assert (s.n, s.judge_missing, s.unresolved) == (2, 0, 1)
     assert s.hpi == pytest.approx((1 + PENALTY + 1) / 2)
-    assert s.depth_nodes == {"1": 1, "2": 0, "3": 0} and s.depth_scores == {
-        "1": 4.0, "2": None, "3": None}  # fmt: skip
+    assert s.depth_nodes == {"1": 2, "2": 0, "3": 0} and s.depth_scores == {
+        "1": 2.5, "2": None, "3": None}  # fmt: skip
 
 
 def test_draws_of_a_node_count_only_where_scored() -> None:

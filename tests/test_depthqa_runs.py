@@ -349,3 +349,29 @@ def test_a_ladder_stops_where_the_judge_gave_no_score(tmp_path: Path) -> None:
     assert all(len(r["attempts"][0]["calls"]) == 1 + 3 for r in recs)
     cell = json.loads((out / "summary.json").read_text())["cells"][0]
     assert (cell["n"], cell["judge_missing"], cell["hpi"]) == (0, len(recs), None)
+
+
+def test_an_empty_answer_scores_the_rubrics_lowest_without_a_judge(tmp_path: Path) -> None:
+    judged: list[str] = []
+
+    def responder(body: dict[str, Any]) -> str:
+        if body["messages"][0]["content"].startswith("You are a fair judge"):
+            judged.append(body["messages"][-1]["content"])
+            return "Feedback: fine. [RESULT] 5"
+        return "   "  # the model answers nothing
+
+    fake = FakeOpenAI(responder)
+    server = ServerThread(fake.app()).start()
+    try:
+        out = tmp_path / "run"
+        result = _run(server, write_graph(tmp_path / "graph"), out)
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr
+    recs = _records(out)
+    assert not judged  # nothing was sent to the judge
+    assert all(r["judge_score"] == 1 and r["hpi_score"] == 2.0 for r in recs)
+    assert all("by rule" in r["attempts"][0]["detail"] for r in recs)
+    cell = json.loads((out / "summary.json").read_text())["cells"][0]
+    assert (cell["n"], cell["judge_missing"], cell["unresolved"]) == (len(recs), 0, len(recs))
+    assert cell["depth_scores"] == {"1": 1.0, "2": 1.0, "3": 1.0}

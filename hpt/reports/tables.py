@@ -471,13 +471,14 @@ def markdown(
     return out.getvalue()
 
 
+# Columns added later go at the end: scripts may read the file by position.
 CSV_COLUMNS = (
-    "dataset", "threshold", "model", "mode", "variant", "samples", "scored", "errors",
-    "judge_missing", "hpi", "hpi_low", "hpi_high", "chance_hpi", "hpi_skill", "accuracy",
-    "accuracy_low", "accuracy_high", "chance_accuracy", "level1_accuracy",
-    "chance_level1_accuracy", "pass_at_1",
+    "dataset", "threshold", "model", "mode", "samples", "scored", "errors", "hpi", "hpi_low",
+    "hpi_high", "chance_hpi", "hpi_skill", "accuracy", "accuracy_low", "accuracy_high",
+    "chance_accuracy", "level1_accuracy", "chance_level1_accuracy", "pass_at_1",
     "text_metric", "text_score", "unresolved", "level_counts", "calls", "cached_calls",
     "prompt_tokens", "completion_tokens", "cost_usd", "hallucination_rate", "source",
+    "variant", "judge_missing",
 )  # fmt: skip
 
 

@@ -191,7 +191,6 @@ class Tally:
             self.judge_missing += 1
             return
         if isinstance(record, DepthRecord):
-            # None: an empty answer, never judged (unresolved, but no score to average).
             self.node_scores.setdefault(record.node_id, []).append(record.judge_score)
         for attempt in record.attempts:
             for name, other in attempt.alternatives.items():

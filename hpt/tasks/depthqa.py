@@ -16,13 +16,15 @@ from hpt.backends import Backend, GenerationParams
 from hpt.depth.answering import DEPTH_MODES, AnswerMemo, DepthJudge, DepthPrompts
 from hpt.depth.graph import QuestionGraph, load_graph_dir, load_graph_hub, load_questions_only
 from hpt.results.penalties import convention
-from hpt.results.records import Attempt
+from hpt.results.records import Attempt, Verdict
 from hpt.tasks import tables
 from hpt.tasks.base import Check, DatasetError, Sample, Task
 from hpt.tasks.sources import require_file
 
 # A judge score that resolves a node (the paper counts 4 and 5 as a correct answer).
 RESOLVED_AT = 4
+# An empty answer's score: the rubric's lowest ("largely incorrect"), given without a judge.
+EMPTY_SCORE = 1
 # The modes that show a node its predecessors.
 GRAPH_MODES = ("prompt-gold", "prompt-pred", "multi-turn")
 
@@ -135,13 +137,17 @@ class DepthQA(Task):
             raise RuntimeError("depthqa: bind_judge() before checking")
         prediction = completion.strip()
         if not prediction:
-            return Check(parsed=None, resolved=False, detail="empty answer: not judged")
+            # Nothing to judge, but a measured failure: the rubric's lowest score, by rule, so
+            # it counts in the depth means rather than vanishing from them.
+            note = f"empty answer: score {EMPTY_SCORE}/5 by rule (the judge was not asked)"
+            return Check(parsed=None, resolved=False, detail=note,
+                         verdict=Verdict(score=EMPTY_SCORE, feedback=note))  # fmt: skip
         question = self.graph.question_of(sample.id)
         verdict, calls = await self.judge.judge(
             question.question, prediction, question.answer, f"depthqa-judge#{cache_seed}"
         )
         if verdict.score is None:
-            # Not resolved, so a ladder climbs on; the record is not scored (scoring.unjudged).
+            # The record is not scored (scoring.unjudged) and a ladder stops here.
             detail = f"no valid judge score in {len(verdict.replies)} replies: missing, not scored"
         else:
             detail = f"judge score {verdict.score}/5"

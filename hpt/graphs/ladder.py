@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 # Edge labels. A failed model call ends the climb like a resolve does (the sample is then
 # recorded as an error); one label keeps the drawn graph to one edge per pair of nodes.
-STOP = "resolved/error"
-NEXT = "unresolved"
+STOP: Final = "resolved/error"
+NEXT: Final = "unresolved"
 Outcome = Literal["resolved/error", "unresolved"]
 
 

@@ -509,7 +509,9 @@ def test_dspy_is_scored_on_its_prediction_and_keeps_the_first_reply(
     cells = {c["dataset"]: c for c in json.loads((cot_out / "summary.json").read_text())["cells"]}
     gsm = cells["gsm8k"]["readings"]["first_reply"]
     assert (gsm["attempts"], gsm["disagreements"], gsm["resolved_flips"]) == (3, 3, 2)
+    # Had the first reply decided where there was one: 0 and 2 resolve, 1 and 3 do not.
+    assert gsm["level1_accuracy"] == 0.5
     assert cells["gsm8k"]["accuracy"] == 0.5
     mm = cells["mmlu_pro"]["readings"]["first_reply"]
-    assert (mm["attempts"], mm["resolved_flips"]) == (4, 4)
+    assert (mm["attempts"], mm["resolved_flips"]) == (4, 4) and mm["level1_accuracy"] == 1.0
     assert cells["mmlu_pro"]["accuracy"] == 0.0

@@ -139,7 +139,8 @@ class Tally:
         self.finals: list[tuple[str, str, float | None]] = []
         # sample id -> [scored climbs, resolved at level 1, resolved at any level]
         self.draws: dict[str, list[int]] = {}
-        # reader -> [attempts read, disagreements, resolved flips, level-1 resolutions]
+        # reader -> [attempts read, disagreements, resolved flips, level-1 resolutions it would
+        # add (+) or take away (-)]
         self.readings: dict[str, list[int]] = {}
         # DepthQA: node -> its judge scores (one per scored draw; None: missing), and edges
         self.node_scores: dict[str, list[int | None]] = {}
@@ -198,7 +199,11 @@ class Tally:
                 counts[0] += 1
                 counts[1] += other.parsed != attempt.parsed
                 counts[2] += other.resolved != attempt.resolved
-                counts[3] += other.resolved and attempt.level == 1 and attempt.iteration is None
+                # How this reader would change level 1's resolutions: a reader that reads only
+                # some attempts (DSPy's first reply, where the adapter fell back) leaves the
+                # rest as the deciding reader had them.
+                if attempt.level == 1 and attempt.iteration is None:
+                    counts[3] += other.resolved - attempt.resolved
         self._add_chance(record.options)
         if record.resolved_level is None:
             self.unresolved += 1
@@ -281,7 +286,9 @@ class Tally:
                 disagreements=differ,
                 disagreement_rate=differ / read if read else None,
                 resolved_flips=flips,
-                level1_accuracy=level1 / self.n if standard and self.n else None,
+                level1_accuracy=(
+                    (self.level_counts.get(1, 0) + level1) / self.n if standard and self.n else None
+                ),
             )
             for name, (read, differ, flips, level1) in sorted(self.readings.items())
         }

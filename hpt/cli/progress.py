@@ -166,6 +166,7 @@ def summary_table(summary: Summary, strategies: Sequence[str] = ()) -> Table:
             f"{name} reader disagrees (attempts)",
             f"{reading.disagreements} / {reading.attempts} ({_fmt(reading.disagreement_rate)})",
         )
+        table.add_row(f"{name} reader would flip the verdict", str(reading.resolved_flips))
         if reading.level1_accuracy is not None:
             table.add_row(f"level-1 accuracy, {name} reader", _fmt(reading.level1_accuracy))
     table.add_row("errors (not scored)", str(summary.errors))

@@ -1039,9 +1039,43 @@ CASES: list[Case] = [
         "scenarios",
         'A. "Wrong, Wrong" B. "Wrong, Not wrong" C. "Not wrong, Wrong" D. "Not wrong, Not '
         'wrong"\nC',
+        "C",
+        why="C stands alone on the last line after the echoed list: the answer, not an item",
+    ),
+    # An echoed list, then the answer alone on its own last line, however marked.
+    C(
+        "scenarios",
+        "A. Wrong, Wrong\nB. Wrong, Not wrong\nC. Not wrong, Wrong\nD. Not wrong, Not wrong\n\nD",
+        "D",
+        why="D alone after the list is the answer (a wrong one here)",
+    ),
+    C(
+        "scenarios",
+        "A. Wrong, Wrong\nB. Wrong, Not wrong\nC. Not wrong, Wrong\nD. Not wrong, Not wrong\n\n(D)",
+        "D",
+    ),
+    C(
+        "scenarios",
+        "A. Wrong, Wrong\nB. Wrong, Not wrong\nC. Not wrong, Wrong\nD. Not wrong, Not wrong\n\n"
+        "**D**",
+        "D",
+    ),
+    C(
+        "scenarios",
+        "A. Wrong, Wrong\nB. Wrong, Not wrong\nC. Not wrong, Wrong\nD. Not wrong, Not wrong\n\n"
+        "D. Not wrong, Not wrong",
         None,
-        why="a human reads C, standing alone after the list; the reader takes it for one more "
-        "item of the list it follows, and does not guess",
+        detail="options listed",
+        why="an option repeated with its text after the list reads as one more item; a human "
+        "might take it for the answer, the reader does not guess",
+    ),
+    C(
+        "scenarios",
+        "(A) Wrong, Wrong (D) Not wrong, Not wrong",
+        None,
+        detail="options listed",
+        why="a listing on one line: each label with its own text, none chosen (A is not "
+        "called 'Wrong')",
     ),
     C("fuzzer", "The answer is Whitebox.", "C", why="named by its option text alone"),
     C("fuzzer", "Whitebox fuzzing sees every branch, so the answer is (C) Whitebox.", "C"),

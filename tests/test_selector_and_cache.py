@@ -119,6 +119,8 @@ CASES = [
     ("Choose the most effective prompting strategy among the following options:\n\n1. Role "
      "Prompting (2)", None),
     ("I choose 3. It is simple.", 3),
+    # the range asked for, echoed beside the noun, is no level
+    ("Index (1-5): 3", 3), ("Choose an index (1 to 5): 4", 4), ("Index (1-5)", None),
     # out of range
     ("0", None), ("7", None), ("-1", None), ("Strategy 9", None), ("", None),
 ]  # fmt: skip

@@ -157,15 +157,20 @@ _BEST_CUE = re.compile(
     re.I,
 )
 _STRATEGY_WORD = re.compile(r"strateg|prompt|approach|method|technique|index|level", re.I)
+# The range of levels asked for, echoed ("(1-5)", "[1 to 5]"): no level.
+_RANGE = r"[(\[]\s*\d+\s*(?:[-–—]|to)\s*\d+\s*[)\]]"
 # What may stand between a choice's verb and what it chooses.
 _FILLER = re.compile(
-    r"(?:[\s:=#>\-–—]+|no\.|(?:is|are|would|will|be|indeed|clearly|definitely|probably|likely"
-    r"|then|the|a|an|to|use|using|apply|applying|employ|go|with|for|number|index|strategy|level"
+    rf"(?:[\s:=#>\-–—]+|{_RANGE}|no\.|(?:is|are|would|will|be|indeed|clearly|definitely"
+    r"|probably|likely|then|the|a|an|to|use|using|apply|applying|employ|go|with|for|number|index|strategy|level"
     r"|option|approach|method|technique|prompting|prompt)\b)*",
     re.I,
 )
-# A level's noun and then its number: "Strategy: 3", "option 1", "levels 1 and 2", "#4".
-_NAMED = re.compile(rf"(?:\b{_NOUN}\b|#|\bno\.)(?:[\s:=#\-–—]|\bis\b|\bwould be\b)*", re.I)
+# A level's noun and then its number: "Strategy: 3", "option 1", "levels 1 and 2", "#4"; the
+# range asked for may stand between ("Index (1-5): 3").
+_NAMED = re.compile(
+    rf"(?:\b{_NOUN}\b(?:\s*{_RANGE})?|#|\bno\.)(?:[\s:=#\-–—]|\bis\b|\bwould be\b)*", re.I
+)
 _OPENERS = re.compile(rf"[\s{_QUOTE}(\[]*")
 _OPENERS_INLINE = re.compile(rf"[ \t{_QUOTE}(\[]*")
 _LETTER = re.compile(rf"[A-Z](?:[.):]|\s*[{_QUOTE}]|\s*$)")
@@ -215,7 +220,8 @@ def parse_level(answer: str, m: int, labels: Sequence[str] = ()) -> int | None:
       order) is that level: "I would suggest using the Zero-shot Chain of Thought prompt" is 2.
     - Elsewhere a number is a level only where it is said to be one: after a choice ("I choose
       3", "my answer: 1", "the best index is 5"), after a level's noun ("Strategy: 3",
-      "option 1", "levels 1 and 2"), or as a reply's only numbered line ("2. Zero-shot").
+      "option 1", "levels 1 and 2", and past the range asked for: "Index (1-5): 3"), or as a
+      reply's only numbered line ("2. Zero-shot").
       Numbers in prose ("12 apples") are not levels, nor is the numbering of a list; the lines
       of an echoed strategy list ("1. Role Prompting ... 5. Generated Knowledge", each number
       beside its own strategy) are dropped.

@@ -671,10 +671,11 @@ def _norm(text: str) -> str:
     return re.sub(r"^(?:the|a|an) ", "", text)
 
 
-# Where a label's own option text may end: punctuation, or a verb ("B. floor is correct").
+# Where a label's own option text may end: punctuation, a verb ("B. floor is correct"), or the
+# next label of a list written on one line ("(A) Wrong, Wrong (B) Wrong, Not wrong").
 _OWN_TEXT_END = (
     r"(?=\s*(?:[.,;:!?)\n]|$|[-–—]|\s(?:is|was|are|would|can|could|seems|appears|does|"
-    r"isn't|doesn't)\b))"
+    r"isn't|doesn't)\b|[(\[][A-Z][)\]])|\s+[A-Z][.)]\s)"
 )
 
 
@@ -757,6 +758,13 @@ def _conflict(mention: _Mention, options: Sequence[tuple[str, str]]) -> str | No
     return (
         f'{CONFLICT}: {mention.label} is written with option {" or ".join(owners)}\'s text "{text}"'
     )
+
+
+def _alone_at_end(text: str, mention: _Mention) -> bool:
+    """Whether ``mention`` stands alone, in its marks, on the reply's last line ("\n(D)")."""
+    start = text.rfind("\n", 0, mention.start) + 1
+    line = text[start:].strip()
+    return re.fullmatch(r"[\s*_#>•(\[-]*" + mention.label + r"[)\]]?[.!]?", line) is not None
 
 
 def _text_answer(text: str, pos: int, options: Sequence[tuple[str, str]]) -> list[str]:
@@ -862,7 +870,9 @@ def read_choice(
     room"' where that is E's text), or when nothing is chosen. Statements inside questions
     ("Is B correct?") or conditions ("if C is right") do not count. Lower-case letters are
     never labels. A reply that only lists the options, each with its own text ('A. "Wrong,
-    Wrong" B. "Wrong, Not wrong" ...'), chooses none of them.
+    Wrong" B. "Wrong, Not wrong" ...', "(A) Wrong, Wrong (B) Wrong, Not wrong"), chooses
+    none of them; a label alone on the last line after such a list ("...\n\nD", "(D)") is
+    no item of it but the answer.
 
     Where it can say why it read nothing, ``why`` says so ('conflict: D is written with
     option C's text "cucumber"', 'options listed: ...').
@@ -910,11 +920,6 @@ def read_choice(
     return _choice_fallback(text, mentions, options)
 
 
-def parse_sample_choice(text: str, fields: Mapping[str, object], labels: str) -> str | None:
-    """``read_sample_choice``'s label."""
-    return read_sample_choice(text, fields, labels).label
-
-
 def read_sample_choice(text: str, fields: Mapping[str, object], labels: str) -> ChoiceReading:
     """``read_choice`` with what a sample's fields give it: its options (so it sees a label
     written with another option's text, and an answer given by an option's text alone) and
@@ -941,10 +946,12 @@ def _choice_events(
     """Answer statements and verdicts, in order; marks rejected mentions on the way."""
     at = {m.start: i for i, m in enumerate(mentions)}
     # Lists: labels joined only by commas, "and", "or", "nor", "option(s)".
+    # A label alone on the last line after an echoed option list is the answer, not an item.
     groups: list[list[int]] = []
     for i, m in enumerate(mentions):
         gap = (mentions[i - 1].tail, m.start - m.marked) if i else (1, 0)
-        if gap[0] <= gap[1] and _GLUE.fullmatch(text, *gap):
+        answers_list = i and _own(mentions[i - 1], options) and _alone_at_end(text, m)
+        if gap[0] <= gap[1] and _GLUE.fullmatch(text, *gap) and not answers_list:
             groups[-1].append(i)
         else:
             groups.append([i])

@@ -239,6 +239,17 @@ class Task(ABC):
         return whole_part(completion) if finish in CUT_OFF else None
 
 
+class ReasonedTask(Task):
+    """A task whose reader says why it read nothing, where it can: ``parse_why`` is the
+    reader, and ``parse`` its answer alone (``check`` calls ``parse_why`` directly)."""
+
+    @abstractmethod
+    def parse_why(self, completion: str, sample: Sample) -> tuple[str | None, str | None]: ...
+
+    def parse(self, completion: str, sample: Sample) -> str | None:
+        return self.parse_why(completion, sample)[0]
+
+
 def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Sample]:
     """A seeded choice of ``limit`` samples, stable across runs and machines.
 

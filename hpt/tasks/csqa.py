@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from hpt.results.penalties import TABLE_4
-from hpt.tasks.base import DatasetError, Sample, Task
+from hpt.tasks.base import DatasetError, ReasonedTask, Sample
 from hpt.tasks.parsing import read_sample_choice
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
 
 LABELS = "ABCDE"
 
 
-class CommonsenseQA(Task):
+class CommonsenseQA(ReasonedTask):
     name = "csqa"
     title = "CommonsenseQA"
     hub_id = "tau/commonsense_qa"
@@ -73,9 +73,6 @@ class CommonsenseQA(Task):
     def load_exemplar_pool(self) -> list[Sample]:
         wanted = set(self.exemplar_ids())
         return [s for s in self._load("train", "train_rand_split.jsonl") if s.id in wanted]
-
-    def parse(self, completion: str, sample: Sample) -> str | None:
-        return self.parse_why(completion, sample)[0]
 
     def parse_why(self, completion: str, sample: Sample) -> tuple[str | None, str | None]:
         return read_sample_choice(completion, sample.fields, LABELS)

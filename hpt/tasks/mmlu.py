@@ -6,14 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from hpt.results.penalties import TABLE_4
-from hpt.tasks.base import DatasetError, Sample, Task
+from hpt.tasks.base import DatasetError, ReasonedTask, Sample
 from hpt.tasks.parsing import read_sample_choice
 from hpt.tasks.sources import load_hub, read_csv_rows
 
 LABELS = "ABCD"
 
 
-class MMLU(Task):
+class MMLU(ReasonedTask):
     name = "mmlu"
     title = "MMLU"
     hub_id = "cais/mmlu"
@@ -90,9 +90,6 @@ class MMLU(Task):
         if len(same) < 3:
             raise DatasetError(f"mmlu: fewer than three dev exemplars for subject {subject!r}")
         return same
-
-    def parse(self, completion: str, sample: Sample) -> str | None:
-        return self.parse_why(completion, sample)[0]
 
     def parse_why(self, completion: str, sample: Sample) -> tuple[str | None, str | None]:
         return read_sample_choice(completion, sample.fields, LABELS)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from hpt.results.penalties import borrowed
-from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
+from hpt.tasks.base import CarvedSplit, DatasetError, Parts, ReasonedTask, Sample, seeded_slice
 from hpt.tasks.parsing import read_sample_choice
 from hpt.tasks.sources import load_hub, read_jsonl, require_file
 
@@ -46,7 +46,7 @@ def csv_dict_rows(
         yield f"{where}:{reader.line_num}", row
 
 
-class ChoiceTask(Task):
+class ChoiceTask(ReasonedTask):
     """A multiple-choice task: fields ``question`` and ``options`` ((letter, text) pairs),
     target the correct letter."""
 
@@ -63,9 +63,6 @@ class ChoiceTask(Task):
         # Worked explanations the data itself carries (MMLU-Pro's cot_content, GPQA's
         # Explanation), by sample id, for three-shot exemplars.
         self._explanations: dict[str, str] = {}
-
-    def parse(self, completion: str, sample: Sample) -> str | None:
-        return self.parse_why(completion, sample)[0]
 
     def parse_why(self, completion: str, sample: Sample) -> tuple[str | None, str | None]:
         options = sample.fields.get("options")

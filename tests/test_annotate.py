@@ -5,10 +5,12 @@ stdin, the LLM annotator against the loopback OpenAI-compatible server; and a ru
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from hpt.cli.annotate import has_display
 from hpt.results.annotations import annotations_file, append_annotation, read_annotations
 from hpt.results.penalties import Annotation, Scores, annotated_penalty, krippendorff_alpha
 from hpt.runs.annotate import representative_set
@@ -51,10 +54,13 @@ def annotate_cmd(data_dir: Path, out: Path, *extra: str) -> list[str]:
     return [HPT, "annotate", "humaneval", "--data-dir", str(data_dir), "--out", str(out), *extra]
 
 
-def start_page(data_dir: Path, out: Path) -> tuple[subprocess.Popen[str], str]:
+def start_page(
+    data_dir: Path, out: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        annotate_cmd(data_dir, out, "--annotator", "alice", "--no-open"),
+        annotate_cmd(data_dir, out, "--annotator", "alice", *(extra or ["--no-open"])),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
+        env=env,
     )  # fmt: skip
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -135,11 +141,58 @@ def test_browser_page_end_to_end(browser: Any, data_dir: Path, tmp_path: Path) -
     assert [a.sample_id for a in saved] == order and len(set(order)) == 8
     assert all(a.annotator == "alice" and a.kind == "human" for a in saved)
     assert [a.scores.values() for a in saved] == ALICE
-    measured = annotated_penalty(saved, "humaneval", "human")
+    measured = annotated_penalty(saved, "humaneval", "human", order)
     assert measured is not None and measured.value == pytest.approx(2.9375)
     assert re.search(r"HPI_dataset\s+│\s+2\.94", stdout), stdout
     assert re.search(r"samples\s+│\s+8 of 8", stdout), stdout
     assert "humaneval's own penalty: 4.68, HPT paper, table 4 (human annotators)" in stdout
+
+
+def browser_env(tmp_path: Path, display: bool) -> tuple[dict[str, str], Path]:
+    """$BROWSER a stand-in for a console browser (lynx over SSH): it notes the address it is
+    given, then holds webbrowser.open until the test removes the note."""
+    mark = tmp_path / "opened"
+    script = tmp_path / "console-browser"
+    script.write_text(f'#!/bin/sh\necho "$1" > {mark}\nwhile [ -e {mark} ]; do sleep 0.1; done\n')
+    script.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["BROWSER"] = str(script)
+    if display:
+        env["DISPLAY"] = ":99"
+    return env, mark
+
+
+def test_a_browser_that_waits_does_not_stop_the_page(data_dir: Path, tmp_path: Path) -> None:
+    env, mark = browser_env(tmp_path, display=True)
+    proc, url = start_page(data_dir, tmp_path / "annotations", "--port", "0", env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert mark.exists() and mark.read_text().strip() == url
+        # The browser is still open (webbrowser.open has not returned): the page answers.
+        with urllib.request.urlopen(url, timeout=10) as page:
+            assert page.status == 200
+    finally:
+        mark.unlink(missing_ok=True)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+
+
+def test_no_display_opens_no_browser(data_dir: Path, tmp_path: Path) -> None:
+    assert not has_display({}, "linux") and not has_display({"DISPLAY": ""}, "linux")
+    assert has_display({"WAYLAND_DISPLAY": "wayland-0"}, "linux") and has_display({}, "darwin")
+    env, mark = browser_env(tmp_path, display=False)
+    proc, url = start_page(data_dir, tmp_path / "annotations", "--port", "0", env=env)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as page:
+            assert page.status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert not mark.exists() and "no display here: open the address in a browser" in stdout
 
 
 def test_terminal_through_stdin(data_dir: Path, tmp_path: Path) -> None:
@@ -185,6 +238,27 @@ def test_terminal_through_stdin(data_dir: Path, tmp_path: Path) -> None:
     alpha = krippendorff_alpha(units, "ordinal")
     assert alpha is not None
     assert re.search(rf"alpha, ordinal\s+│\s+{alpha:.3f}".replace("-", r"\-"), second.stdout)
+    assert re.search(r"samples\s+│\s+8 of 8", second.stdout), second.stdout
+
+    # A sample of another set (another --seed) counts in neither the penalty nor its count.
+    reseeded = representative_set(get_task("humaneval", data_dir), seed=1)
+    other = next(s.id for s in reseeded.samples if s.id not in ids)
+    append_annotation(path, Annotation(dataset="humaneval", sample_id=other, annotator="alice",
+                                       scores=Scores(**dict.fromkeys(CRITERIA, 5))))  # fmt: skip
+    summary = hpt("annotate", "humaneval", "--data-dir", str(data_dir), "--out", str(out),
+                  "--summary")  # fmt: skip
+    assert summary.returncode == 0, summary.stderr
+    assert re.search(r"HPI_dataset\s+│\s+3\.25", summary.stdout), summary.stdout
+    assert re.search(r"samples\s+│\s+8 of 8", summary.stdout), summary.stdout
+    assert "1 sample scored in" in summary.stdout and "outside this set" in summary.stdout
+    assert "use it: hpt run --dataset humaneval --annotations" in summary.stdout
+    # Drawn with --seed 1, the set is another: alice's one sample of it, and a word that a
+    # run measures on the default set.
+    seeded = hpt("annotate", "humaneval", "--data-dir", str(data_dir), "--out", str(out),
+                 "--summary", "--seed", "1")  # fmt: skip
+    assert seeded.returncode == 0, seeded.stderr
+    assert re.search(r"samples\s+│\s+\d of 8", seeded.stdout), seeded.stdout
+    assert "a run measures on the set drawn without --seed and --fraction" in seeded.stdout
 
     # A damaged file is one clear error, never a traceback.
     path.write_text(path.read_text().replace('"reasoning":4', '"reasoning":"four"', 1))
@@ -238,6 +312,8 @@ def test_model_annotator_and_a_run_that_uses_it(
     )
     assert {a.scores.values() for a in saved} == {(2, 3, 4, 5)}
     assert re.search(r"model annotators\s+┃", first.stdout) and "3.50" in first.stdout
+    assert re.search(r"samples\s+│\s+8 of 9", first.stdout), first.stdout
+    assert "model annotators: a run uses theirs once every sample is scored" in first.stdout
 
     # Again: only the failed sample is asked (afresh: its unreadable replies are cached).
     fake.responder = annotator_model(never=None)
@@ -259,7 +335,7 @@ def test_model_annotator_and_a_run_that_uses_it(
     assert len(notes) == 1 and label in notes[0] and "a model's scores" in notes[0]
     saved_spec = json.loads((run_out / "run.json").read_text())
     assert saved_spec["penalties"]["gpqa"] == {
-        "value": 3.5, "source": {"kind": "model", "label": label}
+        "value": 3.5, "source": {"kind": "model", "label": label, "note": None}
     }  # fmt: skip
     records = [json.loads(line) for line in (run_out / "samples.jsonl").read_text().splitlines()]
     assert [(r["penalty"], r["hpi_score"]) for r in records] == [(3.5, 8.5)] * 2
@@ -294,9 +370,9 @@ def test_penalty_flag_and_the_once_only_notice(
     ]
     spec = json.loads((out / "run.json").read_text())
     assert spec["penalties"] == {
-        "gpqa": {"value": 3.03, "source": {"kind": "unannotated",
+        "gpqa": {"value": 3.03, "source": {"kind": "unannotated", "note": None,
                                            "label": "borrowed from MMLU (no annotation)"}},
-        "boolq": {"value": 1.71, "source": {"kind": "paper",
+        "boolq": {"value": 1.71, "source": {"kind": "paper", "note": None,
                                             "label": "HPT paper, table 4 (human annotators)"}},
     }  # fmt: skip
     assert penalties_of(out)["gpqa/standard"] == (3.03, 8.03)
@@ -309,7 +385,7 @@ def test_penalty_flag_and_the_once_only_notice(
     assert "hpt: note:" not in one.stderr
     assert penalties_of(out) == {"gpqa/standard": (2.5, 7.5), "boolq/standard": (1.71, 6.71)}
     assert json.loads((out / "run.json").read_text())["penalties"]["gpqa"]["source"] == {
-        "kind": "set", "label": "set by --penalty"
+        "kind": "set", "label": "set by --penalty", "note": None
     }  # fmt: skip
     out = tmp_path / "every"
     every = hpt(*run_cmd(server, data_dir, out, "--penalty", "0.5"))
@@ -322,12 +398,45 @@ def test_penalty_flag_and_the_once_only_notice(
     for args, needle in (
         (["--penalty", "csqa=1"], "--penalty csqa=1: the run has no dataset 'csqa'"),
         (["--penalty", "-1"], "expected [DATASET=]VALUE"),
+        (["--penalty", "inf"], "'inf': expected [DATASET=]VALUE with VALUE a finite number"),
+        (["--penalty", "boolq=nan"], "'boolq=nan': expected [DATASET=]VALUE"),
         (["--annotations", str(tmp_path / "none")], "no such directory"),
     ):
         bad = hpt(*run_cmd(server, data_dir, tmp_path / "bad", *args))
         last = bad.stderr.strip().splitlines()[-1]  # after argparse's usage, if any
         assert bad.returncode == 2 and needle in last and "error:" in last, bad.stderr
-        assert "Traceback" not in bad.stderr
+        assert bad.stderr.count("error:") == 1 and "Traceback" not in bad.stderr
+
+
+def test_a_partly_annotated_set_is_said_once(
+    fake_openai: tuple[FakeOpenAI, ServerThread], data_dir: Path, tmp_path: Path
+) -> None:
+    """One person scored 2 of BoolQ's set: table 4's penalty stays, and the run says why once
+    (two cells of boolq), beside gpqa's borrowed one; run.json keeps the reason."""
+    fake, server = fake_openai
+    fake.responder = lambda body: "I am not sure."
+    chosen = representative_set(get_task("boolq", data_dir), seed=0)
+    annotations = tmp_path / "annotations"
+    path = annotations_file(annotations, "boolq")
+    for s in chosen.samples[:2]:
+        append_annotation(path, Annotation(dataset="boolq", sample_id=s.id, annotator="alice",
+                                           scores=Scores(**dict.fromkeys(CRITERIA, 1))))  # fmt: skip
+    out = tmp_path / "run"
+    run = hpt(*run_cmd(server, data_dir, out, "--mode", "standard,adaptive", "--annotations",
+                       str(annotations)))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    notes = [line for line in run.stderr.splitlines() if line.startswith("hpt: note: boolq:")]
+    why = (f"human annotations in {path} score 2 of {len(chosen.samples)} samples of the "
+           "representative set: not used until every one is scored (`hpt annotate boolq`)")  # fmt: skip
+    assert notes == [
+        f"hpt: note: boolq: an unresolved sample scores m + 1.71, HPT paper, table 4 (human "
+        f"annotators); {why}"
+    ]
+    assert run.stderr.count("hpt: note: gpqa:") == 1
+    saved = json.loads((out / "run.json").read_text())["penalties"]["boolq"]
+    assert saved == {"value": 1.71, "source": {"kind": "paper", "note": why,
+                                               "label": "HPT paper, table 4 (human annotators)"}}  # fmt: skip
+    assert penalties_of(out)["boolq/standard"] == (1.71, 6.71)
 
 
 def test_a_run_saved_before_penalties_resumes(

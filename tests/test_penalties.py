@@ -23,8 +23,10 @@ from hpt.results.penalties import (
     AnnotatorKind,
     Penalty,
     Scores,
+    annotated_penalties,
     annotated_penalty,
     krippendorff_alpha,
+    scored_outside,
 )
 from hpt.runs.annotate import allocate, representative_set, set_size
 from hpt.runs.penalties import penalty_notices, run_penalties
@@ -70,9 +72,11 @@ def test_alpha_by_hand() -> None:
     assert krippendorff_alpha([[1.0, 1.0], [5.0, 5.0]], "ordinal") == 1.0
 
 
-def note(who: str, sample: str, *scores: int, kind: AnnotatorKind = "human") -> Annotation:
+def note(
+    who: str, sample: str, *scores: int, kind: AnnotatorKind = "human", dataset: str = "gpqa"
+) -> Annotation:
     named = dict(zip(CRITERIA, scores, strict=True))
-    return Annotation(dataset="gpqa", sample_id=sample, annotator=who, kind=kind,
+    return Annotation(dataset=dataset, sample_id=sample, annotator=who, kind=kind,
                       scores=Scores.model_validate(named))  # fmt: skip
 
 
@@ -85,9 +89,11 @@ def test_penalty_from_annotations_by_hand() -> None:
         note("alice", "s3", 5, 5, 5, 5),  # replaced by alice's later line:
         note("alice", "s3", 1, 1, 1, 1),  # 1.0 -> s3: 1.0
         note("model:openai:x", "s1", 5, 5, 5, 5, kind="model"),  # never mixed with people
+        note("alice", "s9", 5, 5, 5, 5),  # not in the set: counts nowhere
     ]
-    human = annotated_penalty(notes, "gpqa", "human")
-    assert human is not None
+    within = ["s1", "s2", "s3"]
+    human = annotated_penalty(notes, "gpqa", "human", within)
+    assert human is not None and human.complete and human.set_size == 3
     assert human.value == pytest.approx((2.75 + 3.5 + 1.0) / 3)
     assert (human.samples, human.annotations, human.annotators) == (3, 5, ["alice", "carol"])
     mean = (2.75 + 3.5 + 1.0) / 3
@@ -101,11 +107,23 @@ def test_penalty_from_annotations_by_hand() -> None:
     assert human.alpha_interval == pytest.approx(
         krippendorff_alpha([[float(v) for v in p] for p in pairs], "interval")
     )
-    model = annotated_penalty(notes, "gpqa", "model")
+    model = annotated_penalty(notes, "gpqa", "model", within)
     assert model is not None and model.value == 5.0 and model.samples == 1
+    assert not model.complete and model.coverage("f") == (
+        "model annotations in f score 1 of 3 samples of the representative set"
+    )
     assert model.source("f").label == "model annotator: openai:x over 1 sample (f)"
     assert human.source("f").label == "annotated: 2 humans over 3 samples (f)"
-    assert annotated_penalty(notes, "mmlu", "human") is None
+    assert annotated_penalty(notes, "mmlu", "human", within) is None
+    # People's first, then the model's; one sample scored outside the set.
+    assert annotated_penalties(notes, "gpqa", within) == [human, model]
+    assert scored_outside(notes, "gpqa", within) == 1
+    # Another set (one more sample, unscored): the same scores, no longer the whole set.
+    wider = annotated_penalty(notes, "gpqa", "human", [*within, "s4"])
+    assert wider is not None and (wider.value, wider.samples, wider.set_size) == (
+        human.value, 3, 4
+    )  # fmt: skip
+    assert not wider.complete
 
 
 def test_annotations_file_appends_and_reads_back(tmp_path: Path) -> None:
@@ -186,9 +204,12 @@ def test_penalty_bare_number_is_set_by_hand() -> None:
     assert (p.value, p.source.kind) == (2.5, "set")
     with pytest.raises(ValueError):
         Penalty.model_validate(-1)
+    for bad in ("inf", "nan"):  # a config file's inf: every HPI would be infinite
+        with pytest.raises(ValueError):
+            Penalty.model_validate(float(bad))
 
 
-def test_how_a_run_chooses_penalties(tmp_path: Path) -> None:
+def test_how_a_run_chooses_penalties(tmp_path: Path, data_dir: Path) -> None:
     spec = RunSpec(dataset=["boolq", "gpqa", "medcalc"])
     chosen = run_penalties(spec)
     assert chosen["boolq"] == Penalty(value=1.71, source=TABLE_4)
@@ -198,16 +219,27 @@ def test_how_a_run_chooses_penalties(tmp_path: Path) -> None:
     assert "borrowed from GSM8K (no annotation)" in notices[1]
     assert "hpt annotate medcalc" in notices[1]
 
-    # Annotations measure it (people's over a model's); a value set by hand wins over both.
+    # Annotations measure it once they cover the representative set (people's over a
+    # model's); a value set by hand wins over both.
+    ids = [s.id for s in representative_set(get_task("gpqa", data_dir)).samples]
+    assert len(ids) == 9
+
+    def penalty() -> Penalty:
+        spec = RunSpec(dataset=["gpqa"], annotations=tmp_path, data_dir=data_dir)
+        return run_penalties(spec)["gpqa"]
+
     path = annotations_file(tmp_path, "gpqa")
-    append_annotation(path, note("model:m", "s1", 5, 5, 5, 5, kind="model"))
-    with_model = run_penalties(RunSpec(dataset=["gpqa"], annotations=tmp_path))["gpqa"]
+    for sample_id in ids:
+        append_annotation(path, note("model:m", sample_id, 5, 5, 5, 5, kind="model"))
+    with_model = penalty()
     assert (with_model.value, with_model.source.kind) == (5.0, "model")
+    assert with_model.source.label == f"model annotator: m over 9 samples ({path})"
     assert "a model's scores" in penalty_notices({"gpqa": with_model})[0]
-    append_annotation(path, note("alice", "s1", 1, 2, 3, 4))
-    by_people = run_penalties(RunSpec(dataset=["gpqa"], annotations=tmp_path))["gpqa"]
+    for sample_id in ids:
+        append_annotation(path, note("alice", sample_id, 1, 2, 3, 4))
+    by_people = penalty()
     assert (by_people.value, by_people.source.kind) == (2.5, "human")
-    assert penalty_notices({"gpqa": by_people}) == []
+    assert by_people.source.note is None and penalty_notices({"gpqa": by_people}) == []
     given = RunSpec(dataset=["gpqa"], annotations=tmp_path, penalties={"gpqa": 4.0})
     assert run_penalties(given)["gpqa"].value == 4.0
     assert penalty_notices(run_penalties(given)) == []
@@ -216,3 +248,58 @@ def test_how_a_run_chooses_penalties(tmp_path: Path) -> None:
         run_penalties(RunSpec(dataset=["gpqa"], penalties={"csqa": 1.0}))
     with pytest.raises(ConfigError, match="no such directory"):
         run_penalties(RunSpec(dataset=["gpqa"], annotations=tmp_path / "nope"))
+
+
+def test_a_partly_annotated_set_is_not_used(tmp_path: Path, data_dir: Path) -> None:
+    """2 of GSM8K's 66 samples scored by one person, and samples of another set: the set is
+    not measured, so table 4's penalty stays, and the run's notice says why."""
+    task = get_task("gsm8k", data_dir)
+    ids = [s.id for s in representative_set(task).samples]
+    others = [s.id for s in representative_set(task, seed=1).samples if s.id not in ids]
+    assert len(ids) == 66 and len(others) > 4
+    path = annotations_file(tmp_path, "gsm8k")
+
+    def add(who: str, sample_ids: list[str], *scores: int, kind: AnnotatorKind = "human") -> None:
+        for sample_id in sample_ids:
+            append_annotation(path, note(who, sample_id, *scores, kind=kind, dataset="gsm8k"))
+
+    def penalty() -> Penalty:
+        spec = RunSpec(dataset=["gsm8k"], annotations=tmp_path, data_dir=data_dir)
+        return run_penalties(spec)["gsm8k"]
+
+    add("bob", others[:4], 5, 5, 5, 5)  # another --seed's set only: none of this one
+    none_of_it = penalty()
+    assert (none_of_it.value, none_of_it.source.kind) == (2.14, "paper")
+    assert "score none of the 66 samples" in (none_of_it.source.note or "")
+    assert "only 4 of another set" in (none_of_it.source.note or "")
+    add("alice", ids[:2], 1, 1, 1, 1)
+    partial = penalty()
+    assert (partial.value, partial.source.label) == (2.14, TABLE_4.label)
+    assert partial.source.note == (
+        f"human annotations in {path} score 2 of 66 samples of the representative set: not "
+        "used until every one is scored (`hpt annotate gsm8k`)"
+    )
+    assert penalty_notices({"gsm8k": partial}) == [
+        f"gsm8k: an unresolved sample scores m + 2.14, {TABLE_4.label}; {partial.source.note}"
+    ]
+    # A model scored the whole set: its penalty is used, the people's partial set noted.
+    add("model:m", ids, 3, 3, 3, 3, kind="model")
+    modelled = penalty()
+    assert (modelled.value, modelled.source.kind) == (3.0, "model")
+    (notice,) = penalty_notices({"gsm8k": modelled})
+    assert "score 2 of 66 samples" in notice and "a model's scores" in notice
+    # People finish the set: theirs, over the 66 samples only (bob's 4 left out).
+    add("carol", ids[2:], 2, 2, 2, 2)
+    done = penalty()
+    assert done.value == pytest.approx((2 * 1 + 64 * 2) / 66)
+    assert done.source.label == f"annotated: 2 humans over 66 samples ({path})"
+    assert done.source.note is None and penalty_notices({"gsm8k": done}) == []
+
+
+def test_resuming_needs_no_annotations_directory(tmp_path: Path) -> None:
+    """Penalties saved in run.json (or set by hand) need no annotations folder: it may be gone."""
+    saved = Penalty(value=2.5, source=TABLE_4)
+    spec = RunSpec(dataset=["boolq"], penalties={"boolq": saved}, annotations=tmp_path / "gone")
+    assert run_penalties(spec) == {"boolq": saved}
+    with pytest.raises(ConfigError, match="no such directory"):  # gpqa still needs one
+        run_penalties(spec.model_copy(update={"dataset": ["boolq", "gpqa"]}))

@@ -7,8 +7,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import os
 import sys
+import threading
 import webbrowser
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +32,10 @@ from hpt.results.annotations import (
     default_annotations_dir,
     read_annotations,
 )
-from hpt.results.penalties import AnnotatedPenalty, AnnotatorKind, annotated_penalty
+from hpt.results.penalties import annotated_penalties, scored_outside
 from hpt.results.store import RunDirError
 from hpt.runs.annotate import (
+    FRACTION,
     Guide,
     ModelAnnotatorSpec,
     RepresentativeSet,
@@ -115,12 +119,12 @@ def command(args: argparse.Namespace, console: Console) -> int:
     out = (args.out or default_annotations_dir()).expanduser()
     task = get_task(args.dataset, resolve_data_dir(args.data_dir))
     path = annotations_file(out, task.name)
-    if args.summary:
-        _print_summary(console, task.name, path, None)
-        return 0
-    annotator = None if args.annotator_model else _annotator(args)
-    guide = load_guide()
+    annotator = None if args.annotator_model or args.summary else _annotator(args)
     chosen = representative_set(task, args.seed, args.fraction)
+    if args.summary:
+        _print_summary(console, chosen, path)
+        return 0
+    guide = load_guide()
     views = [sample_view(task, s, chosen.stratum) for s in chosen.samples]
     spread = f", spread over {chosen.strata} {chosen.stratum} values" if chosen.stratum else ""
     console.print(
@@ -139,7 +143,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     else:
         assert annotator is not None
         _in_browser(args, console, task.name, chosen.title, annotator, guide, views, path)
-    _print_summary(console, task.name, path, len(views))
+    _print_summary(console, chosen, path)
     return 0
 
 
@@ -194,8 +198,8 @@ def _in_browser(
         console.print(f"annotate at {url} (Ctrl-C stops; each annotation is saved as it is "
                       f"posted)", highlight=False, soft_wrap=True)  # fmt: skip
         sys.stdout.flush()
-        if not args.no_open and not webbrowser.open(url):
-            console.print("no browser to open it here; open the address in one", highlight=False)
+        if not args.no_open:
+            _open_browser(console, url)
 
     try:
         asyncio.run(serve_annotations(server, args.port, ready))
@@ -206,34 +210,62 @@ def _in_browser(
     console.print(f"saved {server.saved} annotations by {annotator}", highlight=False)
 
 
+def has_display(env: Mapping[str, str], platform: str) -> bool:
+    """Whether a browser can show a window here: on Linux only under X11 or Wayland (over SSH
+    webbrowser would find a console browser, lynx or w3m, in the terminal we print to)."""
+    return not platform.startswith("linux") or bool(
+        env.get("DISPLAY") or env.get("WAYLAND_DISPLAY")
+    )
+
+
+def _open_browser(console: Console, url: str) -> None:
+    """Open ``url`` off the event loop: webbrowser.open can wait for the browser to exit (a
+    browser named in $BROWSER, a console one), and the page must be served meanwhile. A
+    daemon thread rather than the loop's executor, which asyncio.run would wait for."""
+    if not has_display(os.environ, sys.platform):
+        console.print("no display here: open the address in a browser", highlight=False)
+        return
+
+    def run() -> None:
+        if not webbrowser.open(url):
+            console.print("no browser to open it here; open the address in one", highlight=False)
+
+    threading.Thread(target=run, name="hpt-annotate-browser", daemon=True).start()
+
+
 def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _print_summary(console: Console, dataset: str, path: Path, set_size: int | None) -> None:
+def _print_summary(console: Console, chosen: RepresentativeSet, path: Path) -> None:
+    """HPI_dataset over the samples of ``chosen`` annotated so far, by kind of annotator."""
+    dataset = chosen.dataset
     annotations = read_annotations(path)
-    found: list[AnnotatedPenalty] = []
-    kinds: tuple[AnnotatorKind, ...] = ("human", "model")
-    for kind in kinds:
-        result = annotated_penalty(annotations, dataset, kind)
-        if result is not None:
-            found.append(result)
+    ids = [s.id for s in chosen.samples]
+    found = annotated_penalties(annotations, dataset, ids)
+    outside = scored_outside(annotations, dataset, ids)
     declared = declared_penalty(dataset)
     console.print(
         f"{dataset}'s own penalty: {declared.value:g}, {declared.source.label}",
         highlight=False, markup=False, soft_wrap=True,
     )  # fmt: skip
+    if outside:
+        console.print(
+            f"{outside} sample{'s' if outside != 1 else ''} scored in {path} outside this set "
+            f"(another --seed or --fraction) {'are' if outside != 1 else 'is'} not counted",
+            highlight=False, markup=False, soft_wrap=True,
+        )  # fmt: skip
     if not found:
-        console.print(f"no annotations of {dataset} in {path} yet", highlight=False)
+        console.print(f"no annotations of this set in {path} yet", highlight=False,
+                      markup=False, soft_wrap=True)  # fmt: skip
         return
     table = Table(title=f"HPI_dataset of {dataset} from {path}")
     table.add_column("")
     for result in found:
         table.add_column(f"{result.kind} annotators", justify="right")
-    sized = f" of {set_size}" if set_size else ""
     rows = {
         "HPI_dataset": [f"{r.value:.2f}" for r in found],
-        "samples": [f"{r.samples}{sized}" for r in found],
+        "samples": [f"{r.samples} of {r.set_size}" for r in found],
         "annotators": [", ".join(r.annotators) for r in found],
         "sd over samples": [_fmt(r.sd) for r in found],
         "95% interval": [f"{r.ci95[0]:.2f}-{r.ci95[1]:.2f}" if r.ci95 else "-" for r in found],
@@ -246,8 +278,12 @@ def _print_summary(console: Console, dataset: str, path: Path, set_size: int | N
     for criterion in found[0].criteria:
         table.add_row(f"mean {criterion}", *(f"{r.criteria[criterion]:.2f}" for r in found))
     console.print(table)
-    console.print(
-        f"alpha over (sample, criterion) units; use it: hpt run --dataset {dataset} "
-        f"--annotations {path.parent}",
-        highlight=False, markup=False, soft_wrap=True,
-    )  # fmt: skip
+    lines = ["alpha over (sample, criterion) units"]
+    if (chosen.seed, chosen.fraction) != (0, FRACTION):
+        lines.append("a run measures on the set drawn without --seed and --fraction, not this one")
+    else:
+        lines += [f"{r.kind} annotators: a run uses theirs once every sample is scored"
+                  for r in found if not r.complete]  # fmt: skip
+        if any(r.complete for r in found):
+            lines.append(f"use it: hpt run --dataset {dataset} --annotations {path.parent}")
+    console.print("; ".join(lines), highlight=False, markup=False, soft_wrap=True)

@@ -5,6 +5,7 @@ per dataset whose penalty no human measured, said as the run starts."""
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,15 +25,17 @@ BY_FLAG = PenaltySource(kind="set", label="set by --penalty")
 
 
 def penalty_arg(value: str) -> tuple[str | None, float]:
-    """``VALUE`` (every dataset of the run) or ``DATASET=VALUE``."""
+    """``VALUE`` (every dataset of the run) or ``DATASET=VALUE``; VALUE finite and >= 0 (an
+    infinite penalty would make every HPI of a ladder that misses infinite)."""
     name, sep, raw = value.rpartition("=")
     try:
         number = float(raw)
     except ValueError:
         number = -1.0
-    if (sep and not name.strip()) or not number >= 0:
+    if (sep and not name.strip()) or not (math.isfinite(number) and number >= 0):
         raise argparse.ArgumentTypeError(
-            f"{value!r}: expected [DATASET=]VALUE with VALUE a number >= 0, e.g. 2.5 or gpqa=3.1"
+            f"{value!r}: expected [DATASET=]VALUE with VALUE a finite number >= 0, e.g. 2.5 or "
+            "gpqa=3.1"
         )
     return (name.strip() or None), number
 

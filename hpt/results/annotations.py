@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hpt.results.penalties import AnnotatedPenalty, Annotation, AnnotatorKind, annotated_penalty
+from hpt.results.penalties import Annotation
 from hpt.results.store import RunDirError
 
 ANNOTATIONS_ENV = "HPT_ANNOTATIONS_DIR"
@@ -74,16 +74,3 @@ def append_annotation(path: Path, annotation: Annotation) -> None:
             os.close(fd)
     except OSError as exc:
         raise AnnotationsError(f"cannot write {path}: {exc.strerror}") from None
-
-
-def measured_penalty(directory: Path, dataset: str) -> tuple[AnnotatedPenalty | None, Path]:
-    """The dataset's HPI_dataset from ``directory``: human annotations when there are any,
-    else model annotations; (None, path) when the file holds neither."""
-    path = annotations_file(directory, dataset)
-    annotations = read_annotations(path)
-    kinds: tuple[AnnotatorKind, ...] = ("human", "model")
-    for kind in kinds:
-        found = annotated_penalty(annotations, dataset, kind)
-        if found is not None:
-            return found, path
-    return None, path

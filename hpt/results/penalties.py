@@ -3,7 +3,8 @@ dataset's value comes from.
 
 The HPT paper (appendix A.1, table 4) has annotators score a 5% representative set of a
 dataset 1-5 on four criteria; a sample's complexity is the mean of its four scores, and the
-dataset's penalty the mean over the set. Here a sample's score is the mean over the
+dataset's penalty the mean over the set. Here only annotations of the set's samples count, a
+sample's score is the mean over the
 annotators who scored it of their four-criterion mean, and HPI_dataset the mean over the
 samples (equal to the mean of every score given when each annotator scored every sample);
 its spread is the samples' standard deviation and a 95% bootstrap interval of the mean, and
@@ -14,7 +15,7 @@ units (sample, criterion). Pure functions over saved annotations: nothing here r
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -66,12 +67,14 @@ class PenaltySource(BaseModel):
     """``kind``: "paper" (HPT's table 4, human annotators), "human" or "model" (annotations
     made with ``hpt annotate``), "set" (by hand: ``--penalty``), "unannotated" (a stand-in
     nobody measured: borrowed from another dataset, or a convention). ``label`` says it in
-    words, as run.json and a run's notice show it."""
+    words, as run.json and a run's notice show it; ``note``, when set, why annotations found
+    for the dataset were not used (the run's notice says it too)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: SourceKind
     label: str
+    note: str | None = None
 
     @property
     def by_humans(self) -> bool:
@@ -101,7 +104,8 @@ class Penalty(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    value: float = Field(ge=0)
+    # Finite: an infinite penalty would make every HPI of a ladder that misses infinite.
+    value: float = Field(ge=0, allow_inf_nan=False)
     source: PenaltySource
 
     @model_validator(mode="before")
@@ -114,13 +118,15 @@ class Penalty(BaseModel):
 
 # -- HPI_dataset from annotations -----------------------------------------------------------
 class AnnotatedPenalty(BaseModel):
-    """HPI_dataset measured from one kind of annotator's scores, with its spread and the
-    annotators' agreement."""
+    """HPI_dataset measured from one kind of annotator's scores of a representative set's
+    samples, with its spread and the annotators' agreement."""
 
     dataset: str
     kind: AnnotatorKind
     value: float
+    # Samples of the set scored, of ``set_size`` (its samples).
     samples: int
+    set_size: int
     annotators: list[str]
     annotations: int
     # The samples' scores' standard deviation (n - 1), and a 95% percentile bootstrap
@@ -135,6 +141,15 @@ class AnnotatedPenalty(BaseModel):
     alpha_interval: float | None
     # Units (sample, criterion) with two or more scores: what alpha is computed over.
     paired_units: int
+
+    @property
+    def complete(self) -> bool:
+        return self.samples == self.set_size
+
+    def coverage(self, where: str) -> str:
+        """What share of the set this kind scored, for a note or a summary."""
+        return (f"{self.kind} annotations in {where} score {self.samples} of {self.set_size} "
+                f"samples of the representative set")  # fmt: skip
 
     def source(self, where: str) -> PenaltySource:
         plural = "s" if self.samples != 1 else ""
@@ -160,11 +175,27 @@ def latest(annotations: Iterable[Annotation]) -> list[Annotation]:
     return list(kept.values())
 
 
+def annotated_penalties(
+    annotations: Iterable[Annotation], dataset: str, within: Collection[str]
+) -> list[AnnotatedPenalty]:
+    """HPI_dataset of ``dataset`` over the samples of ``within`` (its representative set's
+    ids): human annotators' first, then a model annotator's, each only where it scored one
+    of them."""
+    given = list(annotations)
+    kinds: tuple[AnnotatorKind, ...] = ("human", "model")
+    found = (annotated_penalty(given, dataset, kind, within) for kind in kinds)
+    return [f for f in found if f is not None]
+
+
 def annotated_penalty(
-    annotations: Iterable[Annotation], dataset: str, kind: AnnotatorKind
+    annotations: Iterable[Annotation], dataset: str, kind: AnnotatorKind, within: Collection[str]
 ) -> AnnotatedPenalty | None:
-    """HPI_dataset from ``kind``'s annotations of ``dataset``; None when there are none."""
-    mine = latest(a for a in annotations if a.dataset == dataset and a.kind == kind)
+    """HPI_dataset from ``kind``'s annotations of the samples of ``within`` (``dataset``'s
+    representative set); None when they scored none of them."""
+    members = set(within)
+    mine = latest(
+        a for a in annotations if a.dataset == dataset and a.kind == kind and a.sample_id in members
+    )
     if not mine:
         return None
     by_sample: dict[str, list[Annotation]] = {}
@@ -183,6 +214,7 @@ def annotated_penalty(
         kind=kind,
         value=statistics.fmean(per_sample),
         samples=len(per_sample),
+        set_size=len(members),
         annotators=sorted({a.annotator for a in mine}),
         annotations=len(mine),
         sd=statistics.stdev(per_sample) if len(per_sample) > 1 else None,
@@ -192,6 +224,13 @@ def annotated_penalty(
         alpha_interval=krippendorff_alpha(units, "interval"),
         paired_units=sum(len(u) > 1 for u in units),
     )
+
+
+def scored_outside(annotations: Iterable[Annotation], dataset: str, within: Collection[str]) -> int:
+    """How many samples of ``dataset`` were scored that are not in the set ``within`` (drawn
+    with another --seed or --fraction): counted in no penalty."""
+    members = set(within)
+    return len({a.sample_id for a in annotations if a.dataset == dataset} - members)
 
 
 def bootstrap_ci95(values: Sequence[float]) -> tuple[float, float] | None:

@@ -172,7 +172,9 @@ def summary_table(summary: Summary, strategies: Sequence[str] = ()) -> Table:
     table.add_row("errors (not scored)", str(summary.errors))
     table.add_row("samples scored / recorded", f"{summary.n} / {summary.samples}")
     table.add_row("m, HPI_dataset penalty", f"{summary.m}, {summary.penalty}")
-    table.add_row("model calls (not sent: cache or shared)", f"{summary.calls} ({summary.cached_calls})")
+    table.add_row(
+        "model calls (not sent: cache or shared)", f"{summary.calls} ({summary.cached_calls})"
+    )
     table.add_row(
         "tokens (prompt + completion)", f"{summary.prompt_tokens} + {summary.completion_tokens}"
     )

@@ -265,3 +265,32 @@ def test_an_existing_run_directory_points_to_resume(
     assert run_hpt(*args).returncode == 0
     again = run_hpt(*args)
     assert again.returncode == 2 and f"hpt run --resume {out}" in again.stderr
+
+
+async def test_a_cell_stopped_before_its_first_record_names_its_ladder(
+    monkeypatch: pytest.MonkeyPatch, boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path
+) -> None:
+    """summary.json names each cell's levels even when no record has come in yet."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(KeyedResponder(boolq_answers, "role"), record_requests=False)
+    fake.delay_s = 1.0  # no reply comes before the cancel
+    out = tmp_path / "api"
+    climbing = asyncio.Event()
+
+    class Watch(SilentObserver):
+        def started(self, spec: Any, total: int, out: Path, done: int = 0) -> None:
+            climbing.set()
+
+    with serving(fake.app()) as srv:
+        task = asyncio.create_task(hpt.evaluate(
+            datasets="boolq", models="openai:test-model", base_url=srv.base_url, limit=2,
+            strategies=["role", "zero_shot_cot"], data_dir=data_dir, out=out, retry=FAST_RETRY,
+            observer=Watch(),
+        ))  # fmt: skip
+        await asyncio.wait_for(climbing.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(1.2)  # the server's handlers finish before it stops
+    (cell,) = json.loads((out / "summary.json").read_text())["cells"]
+    assert (cell["samples"], cell["strategies"]) == (0, ["role", "zero_shot_cot"])

@@ -416,6 +416,7 @@ async def _plan(spec: RunSpec) -> list[_CellPlan]:
                             track_draws=spec.samples_per_task > 1,
                             info=task.info(),
                             variant=variant,
+                            strategies=strategies,
                         )
                         plans.append(_CellPlan(cell, cell_task, samples, pool, model_name,
                                                tally, strategies, args, params))  # fmt: skip

@@ -15,13 +15,12 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from hpt.backends import Backend, BackendError, FatalBackendError, Message
-from hpt.graphs.ladder import LadderRuntime, _node, cache_seed
+from hpt.graphs.ladder import LadderRuntime, _node, attempt_ends_climb, cache_seed
 from hpt.graphs.selector_reader import parse_level
 from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import resolve_strategies
 from hpt.prompts import PromptSet
 from hpt.results.records import Call, Selection
-from hpt.results.scoring import unjudged
 
 SELECTOR = "selector"
 
@@ -96,10 +95,7 @@ def build_adaptive(
         return SELECTOR if len(state["selections"]) < m else END
 
     async def after_attempt(state: LadderState) -> str:
-        last = state["attempts"][-1]
-        if last.resolved or last.error is not None or len(state["selections"]) >= m:
-            return END
-        if unjudged(state["attempts"][-1:]):  # unscorable now: see ladder._outcome
+        if attempt_ends_climb(state["attempts"][-1]) or len(state["selections"]) >= m:
             return END
         return SELECTOR
 

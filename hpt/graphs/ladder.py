@@ -165,11 +165,15 @@ async def _read(runtime: LadderRuntime, ctx: StrategyContext, completion: str) -
 # Edge functions are coroutines: LangGraph runs a plain function in a worker thread, one
 # thread hop (and its synchronisation objects) per edge of every climb.
 async def _outcome(state: LadderState) -> Outcome:
-    last = state["attempts"][-1]
-    # A judge that gave no valid score leaves the climb unscorable (hpt.results.scoring.
-    # unjudged): asking further levels would spend calls on nothing.
-    done = last.resolved or last.error is not None or unjudged(state["attempts"][-1:])
-    return STOP if done else NEXT
+    return STOP if attempt_ends_climb(state["attempts"][-1]) else NEXT
+
+
+def attempt_ends_climb(last: Attempt) -> bool:
+    """Whether the climb ends after ``last``, whatever level or selector turn would come
+    next: it resolved, failed, or a judge gave no valid score -- that leaves the climb
+    unscorable (hpt.results.scoring.unjudged), so further levels would spend calls on
+    nothing."""
+    return last.resolved or last.error is not None or unjudged([last])
 
 
 def build_ladder(strategies: Sequence[str], runtime: LadderRuntime | None = None) -> Any:

@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO))
 from hpt.graphs.adaptive import strategy_labels  # noqa: E402
 from hpt.graphs.selector_reader import parse_level  # noqa: E402
 from hpt.prompts import PromptSet  # noqa: E402
+from hpt.results.reader import read_records  # noqa: E402
 from hpt.results.records import SampleRecord  # noqa: E402
-from hpt.results.store import read_records  # noqa: E402
 from hpt.tasks import get_task  # noqa: E402
 from hpt.tasks.base import Sample, Task  # noqa: E402
 

@@ -16,7 +16,7 @@ _LAZY = {
     "RunResult": "hpt.runs.runner",
     "Summary": "hpt.results.tally",
     "SampleRecord": "hpt.results.records",
-    "read_records": "hpt.results.store",
+    "read_records": "hpt.results.reader",
     "summarize_cells": "hpt.results.tally",
 }
 __all__ = ["__version__", *_LAZY]

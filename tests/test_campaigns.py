@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import hpt
-from hpt.results.store import read_records
+from hpt.results.reader import read_records
 from hpt.runs import SilentObserver
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.conftest import interruptible

@@ -17,7 +17,7 @@ from hpt.reports.ceiling import MethodResult, average_ranks, compute, wilson_int
 from hpt.reports.ceiling_markdown import markdown
 from hpt.results import Attempt, Call
 from hpt.results.records import SampleRecord
-from hpt.results.store import RunDirError
+from hpt.results.rundir import RunDirError
 from tests.run_fixtures import make_record, write_run
 from tests.test_cli import hpt
 

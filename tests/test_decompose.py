@@ -40,7 +40,7 @@ from hpt.depth.decompose import (
 )
 from hpt.depth.embeddings import EmbeddingCache, EmbeddingSpecError, endpoint_for, open_embeddings
 from hpt.depth.graph import QuestionGraph, load_graph_dir
-from hpt.results.store import RunDirError
+from hpt.results.rundir import RunDirError
 from hpt.runs.models import ModelSettings
 from hpt.tasks import DatasetError
 from tests.servers.openai_compat import FakeOpenAI, ServerThread

@@ -14,7 +14,7 @@ import pytest
 
 from hpt.reports.tables import collect, markdown
 from hpt.results import Column, ReportTable, TaskInfo, read_run_info, summarize_cells
-from hpt.results.store import read_records
+from hpt.results.reader import read_records
 from hpt.results.textmetrics import corpus_bleu
 from tests.run_fixtures import make_record, write_run
 from tests.test_cli import hpt

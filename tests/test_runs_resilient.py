@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hpt.results.store import read_records
+from hpt.results.reader import read_records
 from hpt.runs import RunSpec, run_evaluation
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.servers.answer_key import KeyedResponder

@@ -33,7 +33,7 @@ from hpt.results.annotations import (
     read_annotations,
 )
 from hpt.results.penalties import annotated_penalties, scored_outside
-from hpt.results.store import RunDirError
+from hpt.results.rundir import RunDirError
 from hpt.runs.annotate import (
     FRACTION,
     Guide,

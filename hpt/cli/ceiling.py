@@ -33,8 +33,9 @@ from hpt.reports.ceiling import (
     wilson_interval,
 )
 from hpt.reports.ceiling_markdown import delta_cell, headline_names, markdown, n_of, plural, signed
+from hpt.results.reader import read_records, read_run_info, require_run_dirs
 from hpt.results.records import Cell, SampleRecord
-from hpt.results.store import RunDirError, read_records, read_run_info, require_run_dirs
+from hpt.results.rundir import RunDirError
 from hpt.results.tally import Tally
 
 CSV_REQUIRED = ("model", "benchmark", "method", "accuracy")

@@ -10,7 +10,7 @@ from hpt.graphs import UnknownStrategyError
 from hpt.plugins import PluginError
 from hpt.prompts import PromptError
 from hpt.reports import ReportError
-from hpt.results.store import RunDirError
+from hpt.results.rundir import RunDirError
 from hpt.runs.spec import ConfigError
 from hpt.tasks import DatasetError, UnknownTaskError
 

@@ -11,7 +11,8 @@ from rich.console import Console
 
 from hpt.cli.report import comparison_options, installed_descriptions, output_folder
 from hpt.reports import ReportError
-from hpt.results.store import RunDirError, require_run_dirs
+from hpt.results.reader import require_run_dirs
+from hpt.results.rundir import RunDirError
 
 
 def add_parser(sub: Any) -> None:

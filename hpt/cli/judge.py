@@ -20,7 +20,7 @@ from hpt.cli.options import (
     model_settings_only,
 )
 from hpt.graphs import DEFAULT_LADDER, resolve_strategies
-from hpt.results.store import RunDirError
+from hpt.results.rundir import RunDirError
 from hpt.runs.config import ConfigError, validation_message
 from hpt.tasks import TASKS, get_task
 

@@ -12,7 +12,8 @@ from rich.console import Console
 
 from hpt.reports import ReportError
 from hpt.results.info import TaskInfo
-from hpt.results.store import RunDirError, require_run_dirs
+from hpt.results.reader import require_run_dirs
+from hpt.results.rundir import RunDirError
 from hpt.tasks import TASKS
 
 

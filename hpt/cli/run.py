@@ -29,7 +29,7 @@ from hpt.cli.penalty import (
 )
 from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
 from hpt.plugins import load_plugins
-from hpt.results.store import SAMPLES, SUMMARY
+from hpt.results.rundir import SAMPLES, SUMMARY
 from hpt.runs.config import ConfigError, validation_message
 from hpt.runs.runner import default_out_dir, load_saved_spec, run_evaluation
 from hpt.runs.spec import RunSpec

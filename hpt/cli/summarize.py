@@ -11,7 +11,7 @@ from rich.console import Console
 
 from hpt.cli.progress import print_table, summary_table
 from hpt.cli.report import installed_descriptions
-from hpt.results.store import read_records, read_run_info, require_run_dirs
+from hpt.results.reader import read_records, read_run_info, require_run_dirs
 from hpt.results.tally import Summary, summarize_cells
 
 

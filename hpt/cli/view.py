@@ -9,7 +9,8 @@ from typing import Any
 
 from rich.console import Console
 
-from hpt.results.store import RunDirError, require_run_dirs
+from hpt.results.reader import require_run_dirs
+from hpt.results.rundir import RunDirError
 
 
 def add_parser(sub: Any) -> None:

@@ -88,7 +88,7 @@ from hpt.depth.graph import (
     write_graph_dir,
 )
 from hpt.prompts import PromptSet
-from hpt.results.store import RunDirError
+from hpt.results.rundir import RunDirError
 from hpt.runs.models import ModelBackends, ModelSettings, ResolvedModel
 from hpt.runs.spec import ConfigError
 from hpt.tasks import DatasetError

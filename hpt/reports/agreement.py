@@ -8,8 +8,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from hpt.depth.metrics import krippendorff_alpha_ordinal
+from hpt.results.reader import read_records
 from hpt.results.records import DepthRecord
-from hpt.results.store import RunDirError, read_records
+from hpt.results.rundir import RunDirError
 
 Key = tuple[str, str, str, str | None, str, int]
 

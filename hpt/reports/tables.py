@@ -24,9 +24,10 @@ from hpt.reports.comparisons import CellScores, Comparison, explanation, markdow
 from hpt.reports.markdown import number, pipe_table
 from hpt.reports.paired import sd
 from hpt.results.info import Column, ReportTable, TaskInfo
+from hpt.results.reader import read_records, read_run_info
 from hpt.results.records import Cell, DepthRecord, SampleRecord
+from hpt.results.rundir import RunDirError
 from hpt.results.scoring import scored
-from hpt.results.store import RunDirError, read_records, read_run_info
 from hpt.results.tally import Summary, Tally
 
 BOOTSTRAP_RESAMPLES = 2000

@@ -3,9 +3,10 @@ report knows of each dataset (info), and the run directory (store). It imports n
 the rooms that run models, so any run directory can be read with only this room."""
 
 from hpt.results.info import Column, ReportTable, TaskInfo
+from hpt.results.reader import RunInfo, read_records, read_run_info
 from hpt.results.records import Attempt, Call, Cell, Reading, SampleRecord, Selection
+from hpt.results.rundir import RunDirError
 from hpt.results.scoring import hpi_score, pass_at_k, register_corpus_rule, sample_score
-from hpt.results.store import RunDirError, RunInfo, read_records, read_run_info
 from hpt.results.tally import ReadingSummary, Summary, Tally, summarize, summarize_cells
 
 __all__ = [

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hpt.results.penalties import Annotation
-from hpt.results.store import RunDirError
+from hpt.results.rundir import RunDirError
 
 ANNOTATIONS_ENV = "HPT_ANNOTATIONS_DIR"
 

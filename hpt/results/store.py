@@ -1,5 +1,5 @@
-"""The run directory: ``run.json`` (spec, version, environment), ``samples.jsonl`` (one record
-per finished sample, appended as samples finish), ``summary.json`` (metrics per cell).
+"""Writing a run directory (``hpt.results.rundir`` names its files): ``samples.jsonl`` is
+appended as samples finish, JSON files are replaced whole.
 
 Durability: every batch is written whole and flushed, and fsync'ed at least once a second, so
 a crash loses at most the samples in flight and, at worst, tears the last line; resuming cuts a
@@ -8,53 +8,17 @@ torn tail off. Writes happen in a worker thread, off the event loop."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel
 
-from hpt.results.info import TaskInfo, unknown_task
-from hpt.results.records import SampleRecord, parse_record_json
+from hpt.results.records import SampleRecord
+from hpt.results.rundir import SAMPLES, RunDirError
 
-SAMPLES = "samples.jsonl"
-SUMMARY = "summary.json"
-SPEC = "run.json"
 FSYNC_EVERY_S = 1.0
-
-
-class RunDirError(ValueError):
-    pass
-
-
-class RunInfo(BaseModel):
-    """What readers of a run take from ``run.json``; the run room writes the whole spec."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    hpt_version: str = ""
-    strategies: list[str] = Field(default_factory=list)
-    # Each dataset as reports see it (kind, metrics, corpus rule, table).
-    tasks: dict[str, TaskInfo] = Field(default_factory=dict)
-
-    def task(self, name: str) -> TaskInfo:
-        return self.tasks.get(name) or unknown_task(name)
-
-
-def read_run_info(directory: Path) -> RunInfo:
-    """``run.json`` as readers need it; an empty description when there is none."""
-    try:
-        text = (directory / SPEC).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return RunInfo()
-    try:
-        return RunInfo.model_validate_json(text)
-    except ValidationError as exc:
-        first = str(exc).splitlines()[0]
-        raise RunDirError(f"{directory / SPEC}: not a run description ({first})") from None
 
 
 class RunStore:
@@ -144,42 +108,3 @@ def repair_torn_tail(path: Path) -> int:
             keep = 0
         fh.truncate(keep)
         return size - keep
-
-
-def require_run_dirs(*directories: Path) -> None:
-    """Fail before any work when one of ``directories`` holds no records."""
-    for directory in directories:
-        if not (directory / SAMPLES).is_file():
-            raise RunDirError(f"{directory} is not a run directory (no {SAMPLES})")
-
-
-def iter_lines(directory: Path) -> Iterator[tuple[int, str]]:
-    require_run_dirs(directory)
-    path = directory / SAMPLES
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                yield lineno, line
-
-
-def parse_record(directory: Path, lineno: int, line: str) -> SampleRecord:
-    try:
-        return parse_record_json(line)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(record)"
-        where = f"{directory / SAMPLES}:{lineno}"
-        raise RunDirError(f"{where}: not a sample record ({field}: {first['msg']})") from None
-
-
-def read_records(directory: Path) -> Iterator[SampleRecord]:
-    """Stream the records of a run directory, one at a time; a corrupt line names its place.
-    A torn last line (no newline: the run was killed mid-write) is skipped."""
-    path = directory / SAMPLES
-    for lineno, line in iter_lines(directory):
-        if not line.endswith("\n"):
-            try:
-                json.loads(line)
-            except json.JSONDecodeError:
-                return
-        yield parse_record(path.parent, lineno, line)

@@ -37,17 +37,11 @@ from hpt.graphs import (
 from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive
 from hpt.graphs.walk import GraphWalker
 from hpt.results.info import TaskInfo
+from hpt.results.reader import iter_lines, parse_record
 from hpt.results.records import RECORD_KINDS, Cell, SampleRecord, Selection
+from hpt.results.rundir import SAMPLES, SPEC, SUMMARY, RunDirError
 from hpt.results.scoring import sample_score, unjudged
-from hpt.results.store import (
-    SAMPLES,
-    SPEC,
-    SUMMARY,
-    RunDirError,
-    RunStore,
-    iter_lines,
-    parse_record,
-)
+from hpt.results.store import RunStore
 from hpt.results.tally import Summary, Tally
 from hpt.runs.models import ModelBackends
 from hpt.runs.penalties import run_penalties

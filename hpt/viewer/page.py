@@ -22,8 +22,8 @@ from pathlib import Path
 from string import Template
 from typing import Any, TextIO
 
+from hpt.results.reader import read_records
 from hpt.results.records import Cell, DepthRecord, SampleRecord
-from hpt.results.store import read_records
 
 CHUNK = 200  # records per compressed block: small enough to open a sample at once
 

@@ -1,0 +1,18 @@
+"""Errors that cross rooms: raised in one (the response cache, the run store) and handled in
+another (the runner, the command line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StorageError(Exception):
+    """A write a run depends on failed (disk full, read-only, I/O error): the run must stop
+    sending calls at once, since what they return could not be kept."""
+
+    def __init__(self, what: str, path: Path | str, cause: OSError) -> None:
+        self.what = what  # "a record", "the summary", "the response cache"
+        self.path = Path(path)
+        self.cause = cause
+        reason = cause.strerror or type(cause).__name__
+        super().__init__(f"could not write {what} to {self.path}: {reason}")

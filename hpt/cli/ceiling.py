@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -186,15 +187,28 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
     return methods, ladders
 
 
-def _lines(path: Path, position: list[int]) -> Iterator[str]:
-    """The file's lines without comments, noting in ``position`` the number of the line
+def _text(path: Path) -> str:
+    """The scores file as text; unreadable or not UTF-8: one error naming the file (and the
+    line of the first bad byte)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ReportError(f"cannot read scores file {path}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ReportError(f"{path}:{line}: not UTF-8 text; give a CSV file") from None
+
+
+def _lines(text: str, position: list[int]) -> Iterator[str]:
+    """The text's lines without comments, noting in ``position`` the number of the line
     last handed out (for file:line messages)."""
-    with path.open(encoding="utf-8", newline="") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.lstrip().startswith("#") or not line.strip():
-                continue
-            position[0] = lineno
-            yield line
+    for lineno, line in enumerate(io.StringIO(text, newline=""), 1):
+        if line.lstrip().startswith("#") or not line.strip():
+            continue
+        position[0] = lineno
+        yield line
 
 
 def _number(value: str, where: str, column: str) -> float:
@@ -207,14 +221,28 @@ def _number(value: str, where: str, column: str) -> float:
     return number
 
 
+def _rows(path: Path, lines: Iterator[str], position: list[int]) -> Iterator[list[str]]:
+    """CSV rows; what the csv module refuses (a field past its size limit, a NUL byte) is
+    one error naming the line."""
+    reader = csv.reader(lines)
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:
+            raise ReportError(f"{path}:{position[0]}: not CSV ({exc})") from None
+        if row is None:
+            return
+        yield row
+
+
 def read_scores(path: Path) -> list[MethodResult]:
     """A CSV of results: model, benchmark, method, accuracy (percent), optional n and
     prompt_tokens. Blank lines and lines starting with # are skipped."""
     if not path.is_file():
         raise ReportError(f"scores file {path} does not exist")
     position = [0]
-    reader = csv.reader(_lines(path, position))
-    header = [h.strip() for h in next(reader, [])]
+    rows = _rows(path, _lines(_text(path), position), position)
+    header = [h.strip() for h in next(rows, [])]
     missing = [c for c in CSV_REQUIRED if c not in header]
     if missing:
         raise ReportError(
@@ -223,7 +251,7 @@ def read_scores(path: Path) -> list[MethodResult]:
         )
     col = {name: header.index(name) for name in (*CSV_REQUIRED, *CSV_OPTIONAL) if name in header}
     results = []
-    for row in reader:
+    for row in rows:
         where = f"{path}:{position[0]}"
         if len(row) < len(header):
             raise ReportError(f"{where}: {len(row)} field(s), the header has {len(header)}")

@@ -50,6 +50,10 @@ def load_prices(path: Path) -> dict[str, Price]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ReportError(f"prices file {path} does not exist") from None
+    except OSError as exc:
+        raise ReportError(f"cannot read prices file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ReportError(f"{path}: not UTF-8 text; give a TOML prices file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ReportError(f"{path}: not valid TOML: {exc}") from None
     prices = {}
@@ -97,6 +101,8 @@ class CellReport(BaseModel):
     intervals: dict[str, tuple[float, float]] = {}
     cost_usd: float | None = None
     source: str = ""
+    # Records of a (sample, draw) the source held more than once, beyond the one counted.
+    duplicates: int = 0
     # The standard deviation of the scored samples' HPI scores (each sample's draws
     # averaged), and the number of those samples: for sizing the next run.
     sample_sd: float | None = None
@@ -144,10 +150,12 @@ def collect(
     ``scores``, fills it with every cell's per-sample scores (for paired comparisons)."""
     cells: dict[Cell, _Acc] = {}
     infos: dict[str, TaskInfo] = {}
+    duplicates: Counter[Cell] = Counter()
     for directory in run_dirs:
         run = read_run_info(directory)
         seen_here: set[Cell] = set()
-        for record in read_records(directory):
+        records = read_records(directory)
+        for record in records:
             cell = record.cell
             acc = cells.get(cell)
             if acc is None:
@@ -166,6 +174,7 @@ def collect(
                 )
             seen_here.add(cell)
             acc.add(record)
+        duplicates.update(records.duplicates_by_cell)
     reports = []
     for cell in sorted(cells, key=Cell.order):
         acc = cells[cell]
@@ -184,6 +193,7 @@ def collect(
                 },
                 cost_usd=_cost(acc.tokens, prices) if prices else None,
                 source=str(acc.source),
+                duplicates=duplicates[cell],
                 **_sizing(acc.scores),
             )
         )
@@ -466,10 +476,22 @@ def markdown(
     out.write(f"\n## Resolved per level\n\n{table_levels(reports)}\n")
     out.write(f"\n## Calls, tokens and cost\n\n{table_usage(reports)}\n")
     notes = {(r.info.title or r.info.name, n): None for r in reports for n in r.info.notes}
+    for r in reports:
+        if r.duplicates:
+            notes[r.info.title or r.info.name, duplicates_note(r)] = None
     if notes:
         out.write("\n## Notes on the data\n\n")
         out.write("".join(f"- {title}: {note}\n" for title, note in notes))
     return out.getvalue()
+
+
+def duplicates_note(report: CellReport) -> str:
+    s, n = report.summary, report.duplicates
+    cell = Cell(s.dataset, s.model, s.mode, s.threshold, s.variant)
+    return (
+        f"{report.source} holds {n} duplicate record{'s' if n != 1 else ''} of the same sample "
+        f"and draw in {cell.title}; each (sample, draw) was counted once, its first record kept"
+    )
 
 
 # Columns added later go at the end: scripts may read the file by position.

@@ -1,16 +1,21 @@
 """Reading a run directory: ``run.json`` as reports need it, and the records of
-``samples.jsonl`` one at a time."""
+``samples.jsonl`` one at a time, each (sample, draw) of a cell once.
+
+Every way a file can be broken (not UTF-8, not JSON, a JSON value of the wrong type, cut
+short, unreadable) is one ``RunDirError`` naming the file, and the line for ``samples.jsonl``."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.results.info import TaskInfo, unknown_task
-from hpt.results.records import SampleRecord, parse_record_json
+from hpt.results.records import Cell, SampleRecord, parse_record_json
 from hpt.results.rundir import SAMPLES, SPEC, RunDirError
 
 
@@ -28,17 +33,31 @@ class RunInfo(BaseModel):
         return self.tasks.get(name) or unknown_task(name)
 
 
+def _first_error(exc: ValidationError, whole: str) -> str:
+    first = exc.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or whole
+    return f"{field}: {first['msg']}"
+
+
 def read_run_info(directory: Path) -> RunInfo:
     """``run.json`` as readers need it; an empty description when there is none."""
+    path = directory / SPEC
     try:
-        text = (directory / SPEC).read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return RunInfo()
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise RunDirError(f"{path}:{line}: not UTF-8 text; is it a run directory's?") from None
     try:
         return RunInfo.model_validate_json(text)
     except ValidationError as exc:
-        first = str(exc).splitlines()[0]
-        raise RunDirError(f"{directory / SPEC}: not a run description ({first})") from None
+        problem = _first_error(exc, "(file)")
+        raise RunDirError(f"{path}: not a run description ({problem})") from None
 
 
 def require_run_dirs(*directories: Path) -> None:
@@ -49,32 +68,101 @@ def require_run_dirs(*directories: Path) -> None:
 
 
 def iter_lines(directory: Path) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of ``samples.jsonl`` with their numbers. A last line without a
+    newline is torn (the run was killed mid-write): it is yielded, for the caller to judge,
+    only when it is text, since a write cut inside a character is not."""
     require_run_dirs(directory)
     path = directory / SAMPLES
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                yield lineno, line
+    try:
+        with path.open("rb") as fh:
+            # Bytes, split on b"\n" only: a decoding error then names its line.
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    if not raw.endswith(b"\n"):
+                        return
+                    raise RunDirError(f"{path}:{lineno}: not UTF-8 text") from None
+                if line.strip():
+                    yield lineno, line
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def parse_record(directory: Path, lineno: int, line: str) -> SampleRecord:
     try:
         return parse_record_json(line)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(record)"
         where = f"{directory / SAMPLES}:{lineno}"
-        raise RunDirError(f"{where}: not a sample record ({field}: {first['msg']})") from None
+        problem = _first_error(exc, "(record)")
+        raise RunDirError(f"{where}: not a sample record ({problem})") from None
 
 
-def read_records(directory: Path) -> Iterator[SampleRecord]:
-    """Stream the records of a run directory, one at a time; a corrupt line names its place.
-    A torn last line (no newline: the run was killed mid-write) is skipped."""
-    path = directory / SAMPLES
-    for lineno, line in iter_lines(directory):
-        if not line.endswith("\n"):
-            try:
-                json.loads(line)
-            except json.JSONDecodeError:
-                return
-        yield parse_record(path.parent, lineno, line)
+def note_duplicates(path: Path, count: int) -> None:
+    """What every reader says when it dropped records: one line on stderr."""
+    print(
+        f"hpt: note: {path} holds {count} duplicate record{'s' if count != 1 else ''} of the "
+        f"same sample and draw; each was counted once",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+class RecordReader:
+    """The records of one run directory, streamed, each (sample, draw) of a cell once.
+
+    Two writers, or hand-merged files, can leave a sample's record twice. The first one is
+    kept: it is the one ``hpt run --resume`` keeps (and rewrites the file to), so a summary
+    counts what a resumed run counts; and deciding at the first sight keeps the stream a
+    stream. Memory holds each cell's (sample, draw) keys, never the records.
+
+    After a full pass ``duplicates`` (and ``duplicates_by_cell``) say how many were dropped,
+    and ``on_duplicates(path, count)`` has been told, when there were any (by default: one
+    note on stderr; None: say nothing). Each pass reads the file afresh."""
+
+    def __init__(
+        self,
+        directory: Path,
+        on_duplicates: Callable[[Path, int], None] | None = note_duplicates,
+    ) -> None:
+        self.directory = directory
+        self.on_duplicates = on_duplicates
+        self.duplicates_by_cell: Counter[Cell] = Counter()
+
+    @property
+    def path(self) -> Path:
+        return self.directory / SAMPLES
+
+    @property
+    def duplicates(self) -> int:
+        return self.duplicates_by_cell.total()
+
+    def __iter__(self) -> Iterator[SampleRecord]:
+        self.duplicates_by_cell = Counter()
+        seen: dict[Cell, set[tuple[str, int]]] = {}
+        for lineno, line in iter_lines(self.directory):
+            if not line.endswith("\n"):
+                try:
+                    json.loads(line)
+                except json.JSONDecodeError:
+                    break
+            record = parse_record(self.directory, lineno, line)
+            cell = record.cell
+            keys = seen.setdefault(cell, set())
+            key = (record.sample_id, record.draw)
+            if key in keys:
+                self.duplicates_by_cell[cell] += 1
+                continue
+            keys.add(key)
+            yield record
+        if self.duplicates and self.on_duplicates is not None:
+            self.on_duplicates(self.path, self.duplicates)
+
+
+def read_records(
+    directory: Path, on_duplicates: Callable[[Path, int], None] | None = note_duplicates
+) -> RecordReader:
+    """The records of a run directory, one at a time, each (sample, draw) of a cell once; a
+    corrupt line names its place. A torn last line (no newline: the run was killed
+    mid-write) is skipped."""
+    return RecordReader(directory, on_duplicates)

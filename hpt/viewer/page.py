@@ -43,37 +43,45 @@ def _records(run_dirs: Iterable[Path]) -> Iterator[SampleRecord]:
 
 
 def write_view(run_dirs: list[Path], out: Path, title: str | None = None) -> int:
-    """Write the viewer for ``run_dirs`` to ``out``; return the number of samples."""
+    """Write the viewer for ``run_dirs`` to ``out``; return the number of samples. A run
+    directory that cannot be read leaves no half-written file behind."""
+    name = title or " + ".join(d.name for d in run_dirs)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            n = _write_page(fh, run_dirs, name)
+        tmp.replace(out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return n
+
+
+def _write_page(fh: TextIO, run_dirs: list[Path], name: str) -> int:
     cells: dict[Cell, int] = {}
     cell_info: list[dict[str, Any]] = []
     rows: list[list[Any]] = []
     pending: list[str] = []
-    name = title or " + ".join(d.name for d in run_dirs)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        page = Template(_asset("view.html")).safe_substitute(
-            title=_escape(name), css=_asset("view.css")
-        )
-        fh.write(page)
-        for record in _records(run_dirs):
-            cell = record.cell
-            if cell not in cells:
-                cells[cell] = len(cell_info)
-                cell_info.append(
-                    {"dataset": cell.dataset, "model": cell.model, "mode": cell.mode,
-                     "threshold": cell.threshold, "variant": cell.variant, "m": record.m}
-                )  # fmt: skip
-            rows.append(_row(len(rows), cells[cell], record))
-            pending.append(record.model_dump_json())
-            if len(pending) == CHUNK:
-                _write_chunk(fh, (len(rows) - 1) // CHUNK, pending)
-                pending = []
-        if pending:
+    page = Template(_asset("view.html"))
+    fh.write(page.safe_substitute(title=_escape(name), css=_asset("view.css")))
+    for record in _records(run_dirs):
+        cell = record.cell
+        if cell not in cells:
+            cells[cell] = len(cell_info)
+            cell_info.append(
+                {"dataset": cell.dataset, "model": cell.model, "mode": cell.mode,
+                 "threshold": cell.threshold, "variant": cell.variant, "m": record.m}
+            )  # fmt: skip
+        rows.append(_row(len(rows), cells[cell], record))
+        pending.append(record.model_dump_json())
+        if len(pending) == CHUNK:
             _write_chunk(fh, (len(rows) - 1) // CHUNK, pending)
-        index = {"cells": cell_info, "rows": rows, "chunk": CHUNK}
-        fh.write(f'<script type="application/json" id="hpt-index">{_script_json(index)}</script>\n')
-        fh.write(f"<script>\n{_asset('view.js')}</script>\n</body>\n</html>\n")
-    tmp.replace(out)
+            pending = []
+    if pending:
+        _write_chunk(fh, (len(rows) - 1) // CHUNK, pending)
+    index = {"cells": cell_info, "rows": rows, "chunk": CHUNK}
+    fh.write(f'<script type="application/json" id="hpt-index">{_script_json(index)}</script>\n')
+    fh.write(f"<script>\n{_asset('view.js')}</script>\n</body>\n</html>\n")
     return len(rows)
 
 

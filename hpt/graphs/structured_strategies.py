@@ -13,7 +13,7 @@ The completion a task checks is DSPy's prediction, the program's output field (a
 JSON fallback where its chat format did not parse; no prediction: unresolved). Every model
 call -- the optimisers' too -- goes through hpt's backend (limits, retries, cache;
 hpt.structured.engine). Optimised programs are saved as DSPy JSON in ``RUN/programs/`` with a
-``.meta.json`` (the optimisation's calls and tokens) and reused on ``--resume``;
+``.meta.json`` (the optimisation's calls made and failed, and tokens) and reused on ``--resume``;
 ``--program STRATEGY=FILE`` loads a saved program instead of optimising.
 """
 
@@ -83,9 +83,11 @@ Prepared = tuple[Any, DspySpec, dict[str, str]]
 def _describe(meta: dict[str, Any]) -> str:
     u = meta.get("optimisation") or {}
     prompt, completion = u.get("prompt_tokens", 0), u.get("completion_tokens", 0)
+    failed = f", {u['failed_calls']} failed calls" if u.get("failed_calls") else ""
     return (
         f"{meta.get('optimiser')}: {u.get('calls', 0)} calls ({u.get('cached_calls', 0)} "
-        f"cached), {prompt + completion} tokens ({prompt} prompt + {completion} completion)"
+        f"cached){failed}, {prompt + completion} tokens ({prompt} prompt + {completion} "
+        f"completion)"
     )
 
 
@@ -125,6 +127,7 @@ async def _prepare(
         meter=run.meter(name),
         where=f"{name} on {run.dataset} × {run.model}",
         seed=f"dspy/{name}/{run.dataset}#{run.epoch}",
+        out=run.store.out,
     )
     optimised = await job.run()
     notes = _summary(optimised)

@@ -68,9 +68,11 @@ def dspy_module(name: str) -> Any:
 class PhaseUsage(BaseModel):
     """What one phase (optimisation or evaluation) cost."""
 
-    calls: int = 0
+    calls: int = 0  # answered
     # Of ``calls``, those answered by the response cache (no model call was made).
     cached_calls: int = 0
+    # Calls that ended in an error after the backend's retries (not in ``calls``).
+    failed_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -78,9 +80,15 @@ class PhaseUsage(BaseModel):
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    @property
+    def made(self) -> int:
+        """Every call asked for, answered or failed."""
+        return self.calls + self.failed_calls
+
     def describe(self) -> str:
+        failed = f", {self.failed_calls} failed calls" if self.failed_calls else ""
         return (
-            f"{self.calls} calls ({self.cached_calls} cached), {self.tokens} tokens "
+            f"{self.calls} calls ({self.cached_calls} cached){failed}, {self.tokens} tokens "
             f"({self.prompt_tokens} prompt + {self.completion_tokens} completion)"
         )
 
@@ -91,6 +99,7 @@ class Meter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._usage = {phase: PhaseUsage() for phase in PHASES}
+        self._first_failure: dict[Phase, str] = {}
 
     def add(self, phase: Phase, result: Completion) -> None:
         with self._lock:
@@ -99,6 +108,16 @@ class Meter:
             u.cached_calls += int(result.cached)
             u.prompt_tokens += result.usage.prompt_tokens
             u.completion_tokens += result.usage.completion_tokens
+
+    def fail(self, phase: Phase, error: BaseException) -> None:
+        """A call of ``phase`` that ended in ``error``."""
+        with self._lock:
+            self._usage[phase].failed_calls += 1
+            self._first_failure.setdefault(phase, str(error))
+
+    def first_failure(self, phase: Phase) -> str | None:
+        with self._lock:
+            return self._first_failure.get(phase)
 
     def usage(self, phase: Phase) -> PhaseUsage:
         with self._lock:
@@ -134,7 +153,15 @@ class EngineBinding:
     async def acomplete(self, request: Any, rollout: Any) -> Any:
         messages = request_messages(request)
         params = request_params(self.params, request.config)
-        result = await self.backend.complete(messages, params, cache_seed=self.cache_seed(rollout))
+        try:
+            result = await self.backend.complete(
+                messages, params, cache_seed=self.cache_seed(rollout)
+            )
+        except BackendError as exc:
+            # DSPy's optimisers score a failed call as a wrong answer (or skip its example)
+            # and go on; counted, an optimisation can refuse to stand on too many of them.
+            self.meter.fail(self.phase, exc)
+            raise
         self.meter.add(self.phase, result)
         if self.calls is not None:
             purpose = self.purpose if rollout is None else f"{self.purpose} (rollout {rollout})"

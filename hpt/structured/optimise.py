@@ -59,6 +59,12 @@ class OptimiserParams(BaseModel):
     num_threads: int = Field(8, ge=1)
     # Failed program runs DSPy tolerates before it gives up (None: DSPy's default, 10).
     max_errors: int | None = Field(None, ge=1)
+    # The share of the optimisation's model calls that may fail (after the backend's own
+    # retries) before it stops instead of saving a program. DSPy scores a failed call as a
+    # wrong answer (or drops its example) and carries on, so each one skews the scores the
+    # program is chosen by. 0.1 lets through the odd request a server refuses for good (a
+    # demo set past the context window, a content filter); a failing endpoint stops.
+    max_failed_share: float = Field(0.1, ge=0.0, le=1.0)
 
 
 class BfrsParams(OptimiserParams):
@@ -162,6 +168,7 @@ class OptimisationJob:
     meter: Meter
     where: str  # "dspy_mipro on gsm8k × openai:gpt-4o", for messages
     seed: str
+    out: Path | None = None  # the run directory, for the resume command in messages
     calls: list[Call] = field(default_factory=list)
     train_size: int = 0
     val_size: int = 0
@@ -187,9 +194,10 @@ class OptimisationJob:
             return EngineBinding(backend, loop, self.gen_params, self.seed, OPTIMISATION,
                                  self.meter, purpose=purpose, calls=self.calls)  # fmt: skip
 
-        # DSPy logs every trial at INFO, over the run's live display; hpt reports the
-        # optimisation itself (calls, tokens, the program's file).
-        logging.getLogger("dspy").setLevel(logging.WARNING)
+        # DSPy logs every trial at INFO, over the run's live display, and every failed call
+        # at ERROR; hpt reports the optimisation itself (calls, failures, tokens, the
+        # program's file) and stops, in one line, when too many calls failed.
+        logging.getLogger("dspy").setLevel(logging.CRITICAL)
         program_binding = bind(self.model, PROGRAM_ROLE)
         proposer_binding = bind(self.prompt_model, PROPOSER_ROLE)
         try:
@@ -203,6 +211,7 @@ class OptimisationJob:
         finally:
             program_binding.closed.set()
             proposer_binding.closed.set()
+        self._check_failures()
         self._check_parses()
         return program
 
@@ -290,11 +299,34 @@ class OptimisationJob:
         if program is not None and program.calls and program.failures == program.calls:
             raise self._unparseable(PROGRAM_ROLE, program)
 
+    def _failed_calls(self, verdict: str) -> OptimisationError:
+        usage = self.meter.usage(OPTIMISATION)
+        first = self.meter.first_failure(OPTIMISATION)
+        resume = f", then continue with: hpt run --resume {self.out}" if self.out else ""
+        return OptimisationError(
+            f"{self.where}: {usage.failed_calls} of {usage.made} model calls failed during "
+            f"optimisation, {verdict}; no program is saved (first failure: {first}). Fix what "
+            f"fails, or allow more with --strategy-arg {self.strategy}.max_failed_share=SHARE"
+            f"{resume}"
+        )
+
+    def _check_failures(self) -> None:
+        # A program chosen on failed calls would pass for an optimised one: not saved.
+        usage = self.meter.usage(OPTIMISATION)
+        limit = self.params.max_failed_share
+        if usage.failed_calls and usage.failed_calls > limit * usage.made:
+            raise self._failed_calls(
+                f"more than max_failed_share={limit:g} ({usage.failed_calls / usage.made:.0%})"
+            )
+
     def _failure(self, exc: Exception) -> BaseException:
         backend = backend_error_in(exc)
         if isinstance(backend, FatalBackendError):
             return backend
-        if backend is not None:  # the real cause, whatever else failed to parse
+        if backend is not None and self.meter.usage(OPTIMISATION).failed_calls:
+            # The real cause, whatever else failed to parse.
+            return self._failed_calls(f"and {OPTIMISER_NAMES[self.optimiser]} gave up")
+        if backend is not None:  # refused before it was sent
             return OptimisationError(
                 f"{self.where}: a model call failed during optimisation: {backend}"
             )
@@ -311,6 +343,12 @@ class OptimisationJob:
 
     def meta(self, program_file: Path) -> dict[str, Any]:
         usage: PhaseUsage = self.meter.usage(OPTIMISATION)
+        failures = {
+            "made": usage.made,
+            "failed": usage.failed_calls,
+            "max_failed_share": self.params.max_failed_share,
+            "first": self.meter.first_failure(OPTIMISATION),
+        }
         return {
             "strategy": self.strategy,
             "optimiser": OPTIMISER_NAMES[self.optimiser],
@@ -321,6 +359,8 @@ class OptimisationJob:
             "train_size": self.train_size,
             "val_size": self.val_size,
             "optimisation": usage.model_dump(),
+            # Model calls made (answered or failed after the backend's retries) and failed.
+            "failures": failures,
             "parses": {k: vars(v) for k, v in self.parse_counts.items()},
             "created_at": datetime.now().isoformat(timespec="seconds"),
         }

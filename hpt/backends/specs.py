@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 import hpt.backends.builtin  # noqa: F401  (registers the built-in providers)
 from hpt.backends.cache import ResponseCache
+from hpt.backends.errors import BackendError
 from hpt.backends.managed import ManagedBackend
 from hpt.backends.providers import (
     PROVIDERS,
@@ -24,6 +25,7 @@ from hpt.backends.providers import (
     model_config_from,
     spec_help,
 )
+from hpt.backends.secrets import redact_url, redact_urls, remember_url_credentials
 
 
 def _reason(exc: ValueError) -> str:
@@ -50,16 +52,25 @@ def parse_model_spec(spec: str, named: Mapping[str, ModelConfig] | None = None) 
             )
         raise UnknownModelSpecError(f"model spec {spec!r} is not PROVIDER:MODEL; {spec_help()}")
     try:
-        return provider.from_spec(rest.strip())
+        config = provider.from_spec(rest.strip())
     except ValueError as exc:  # UnknownModelSpecError, or the config's ValidationError
         raise UnknownModelSpecError(
-            f"model spec {spec!r}: {_reason(exc)}; use '{provider.spec_help}'"
+            f"model spec {redact_urls(spec)!r}: {_reason(exc)}; use '{provider.spec_help}'"
         ) from None
+    for endpoint in config.endpoints:  # tgi:URL: a URL may carry credentials
+        remember_url_credentials(endpoint)
+    return config
+
+
+def _authority(url: str) -> str:
+    """The ``user:password@host:port`` part of a URL."""
+    return url.partition("//")[2].partition("/")[0].partition("?")[0]
 
 
 def spec_label(spec: str, config: ModelConfig) -> str:
-    """The key-free name records and displays use for a model: the spec as written."""
-    return spec.strip()
+    """The key-free name records and displays use for a model: the spec as written, any
+    URL in it without its credentials."""
+    return redact_urls(spec.strip())
 
 
 @contextlib.asynccontextmanager
@@ -90,5 +101,16 @@ async def open_backend(
         )
         # Closed before the provider's context exits: the transport before its servers.
         stack.push_async_callback(backend.aclose)
-        await backend.check()
+        try:
+            await backend.check()
+        except ValueError as exc:
+            # aiohttp's refusal to send both a URL's user:password and the key's header.
+            with_user = [e for e in config.endpoints if "@" in _authority(e)]
+            if not with_user:
+                raise
+            raise BackendError(
+                f"{label}: {redact_url(with_user[0])} carries user:password credentials, and "
+                f"the provider sends its own key in the same Authorization header; drop one "
+                f"of them ({type(exc).__name__})"
+            ) from None
         yield backend

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from hpt.cli.common import require_positive
+from hpt.cli.common import port, require_positive
 from hpt.cli.options import (
     add_generation_options,
     add_model_options,
@@ -64,7 +64,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--terminal", action="store_true", help="score in the terminal instead of a browser page"
     )
-    p.add_argument("--port", type=int, default=0, help="the page's port (default: any free one)")
+    p.add_argument("--port", type=port, default=0, help="the page's port (default: any free one)")
     p.add_argument("--no-open", action="store_true", help="print the page's address, open nothing")
     p.add_argument(
         "--annotator-model",

@@ -29,6 +29,7 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     UnknownStrategyError,
     UnknownTaskError,
 )
+EXIT_FAILURE = 1  # the machine's failure (a full disk) or hpt's own (a bug)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -44,6 +45,19 @@ def modes(value: str) -> list[str]:
         if mode not in ("standard", "adaptive"):
             raise argparse.ArgumentTypeError(f"{mode!r}: choose standard or adaptive")
     return chosen
+
+
+def port(value: str) -> int:
+    """A TCP port to listen on; 0 lets the system choose a free one."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a port number 0-65535") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{value}: a port is 0-65535 (0: any free port; below 1024 needs privileges)"
+        )
+    return number
 
 
 def floats(value: str) -> list[float]:

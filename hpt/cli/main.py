@@ -4,16 +4,21 @@ dispatches and turns a user's mistake into one clear line."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from hpt import __version__
 from hpt.backends import PROVIDERS, load_dotenv_file, redact, spec_help
+from hpt.backends.secrets import redact_urls
 from hpt.cli import (
     agreement,
     annotate,
@@ -27,10 +32,14 @@ from hpt.cli import (
     summarize,
     view,
 )
-from hpt.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, names
+from hpt.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, names
+from hpt.errors import StorageError
 from hpt.graphs import DEFAULT_LADDER, STRATEGIES, STRATEGY_PARAMS, mermaid
 from hpt.plugins import installed_plugins, load_plugins
 from hpt.tasks import TASKS
+
+# Set: an unexpected exception shows its traceback (for developers) instead of one line.
+DEBUG_ENV = "HPT_DEBUG"
 
 # The subcommands whose module's command(args, console) does all the work.
 COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
@@ -111,26 +120,73 @@ def _dispatch(args: argparse.Namespace, console: Console, err: Console) -> int:
     return _list(console)
 
 
+def say_error(err: Console, text: str) -> None:
+    """``hpt: error: TEXT`` on one line: TEXT as written (never markup, never emoji), with
+    known secrets and credentials in URLs taken out."""
+    text = " ".join(redact_urls(redact(text)).split())
+    err.print(Text.assemble(("hpt: error:", "red"), " ", text), highlight=False, soft_wrap=True)
+
+
+def _unexpected(err: Console, exc: Exception) -> int:
+    """An exception no reader turned into a user's error: a bug in hpt. One line names it
+    and the file its traceback went to; with HPT_DEBUG set the traceback is shown instead."""
+    if os.environ.get(DEBUG_ENV):
+        raise exc
+    where = "(not saved: the temporary directory is not writable)"
+    try:
+        fd, path = tempfile.mkstemp(prefix="hpt-error-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(redact_urls(redact(traceback.format_exc())))
+        where = f"in {path}"
+    except OSError:
+        pass
+    say_error(
+        err,
+        f"unexpected {type(exc).__name__}: {exc} -- a bug in hpt; please report it with the "
+        f"traceback {where} (or run again with {DEBUG_ENV}=1 to see it)",
+    )
+    return EXIT_FAILURE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    console = Console()
-    err = Console(stderr=True)
+    # No emoji codes anywhere: a model named ":smile:" prints as written.
+    console = Console(emoji=False)
+    err = Console(stderr=True, emoji=False)
     load_dotenv_file()
     try:
         return _dispatch(args, console, err)
     except USER_ERRORS as exc:
-        err.print(
-            f"[red]hpt: error:[/] {escape(redact(str(exc)))}", highlight=False, soft_wrap=True
-        )
-        return EXIT_USAGE
+        say_error(err, str(exc))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        err.print(f"[red]hpt: error:[/] {where}: {first['msg']}", highlight=False, soft_wrap=True)
-        return EXIT_USAGE
+        say_error(err, f"{where}: {first['msg']}")
+    # The net under readers that do not name their file yet: still one line.
+    except UnicodeDecodeError as exc:
+        say_error(
+            err,
+            f"a file this command reads is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "check the files given to it",
+        )
+    except json.JSONDecodeError as exc:
+        say_error(
+            err,
+            f"a file this command reads is not valid JSON ({exc.msg}, line {exc.lineno} column "
+            f"{exc.colno}); check the files given to it",
+        )
+    except StorageError as exc:
+        say_error(err, str(exc))
+        return EXIT_FAILURE
+    except OSError as exc:  # the machine's refusal (permissions, a full disk), not the input's
+        say_error(err, f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         err.print("hpt: interrupted; finished samples are kept in the run directory")
         return EXIT_INTERRUPTED
+    except Exception as exc:
+        return _unexpected(err, exc)
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from hpt.cli.common import port
 from hpt.results.reader import require_run_dirs
 from hpt.results.rundir import RunDirError
 
@@ -22,7 +23,7 @@ def add_parser(sub: Any) -> None:
     view.add_argument(
         "--serve", action="store_true", help="serve it on localhost instead of opening the file"
     )
-    view.add_argument("--port", type=int, default=0, help="with --serve (default: any free port)")
+    view.add_argument("--port", type=port, default=0, help="with --serve (default: any free port)")
     view.add_argument("--no-open", action="store_true", help="write the file, open nothing")
 
 

@@ -32,13 +32,29 @@ def validation_message(exc: ValidationError, where: str, prefix: str = "") -> st
     return f"{where}: {key or '(top level)'}: {msg}{tail}"
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line, with the place it names."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"{exc.problem or exc.context} (line {mark.line + 1}, column {mark.column + 1})"
+    return " ".join(str(exc).split())
+
+
 def _read(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"run config {path} does not exist") from None
     except OSError as exc:
         raise ConfigError(f"cannot read run config {path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} on line {line}); a run config "
+            "is a TOML or YAML text file"
+        ) from None
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":
@@ -48,7 +64,7 @@ def _read(path: Path) -> Any:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
     raise ConfigError(f"{path}: a run config must end in .toml, .yaml or .yml")
 
 
@@ -60,6 +76,8 @@ def load_run_config(path: Path) -> RunConfigFile:
         config = RunConfigFile.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(validation_message(exc, str(path))) from None
+    if "models" in config.run:
+        raise ConfigError(f"{path}: run.models: models are [models.NAME] tables, not in [run]")
     # Check the run table's fields now, so its errors name this file.
     probe = {"dataset": "-", **config.run, "models": config.models}
     try:

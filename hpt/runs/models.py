@@ -12,8 +12,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from hpt.backends import (
     AnyModelConfig,
@@ -27,6 +34,7 @@ from hpt.backends import (
     spec_label,
 )
 from hpt.backends.managed import ManagedBackend
+from hpt.backends.secrets import remember_url_credentials, without_credentials
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,24 @@ class ModelSettings(RateLimitFields):
     @field_validator("base_url")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
+        if value:
+            remember_url_credentials(value)
         return value or None
+
+    @field_validator("models")
+    @classmethod
+    def _remember_endpoints(cls, models: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
+        for config in models.values():
+            for endpoint in config.endpoints:
+                remember_url_credentials(endpoint)
+        return models
+
+    @model_serializer(mode="wrap", when_used="json")
+    def _saved_without_credentials(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """What is written (run.json, a summary) holds every URL without its credentials
+        (``--base-url``, a config's endpoints, a tgi:URL spec, the command line): they
+        stay in memory, for the calls, and are given again to resume."""
+        return without_credentials(handler(self))
 
     def base_url_models(self) -> Sequence[str]:
         """The model names ``base_url`` is the endpoint of (the command's main model)."""

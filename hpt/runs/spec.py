@@ -5,13 +5,20 @@ a score) is one *cell*, and all cells run in one pass that shares backends and t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from hpt.backends import GenerationParams
+from hpt.backends.secrets import (
+    hidden_credentials,
+    redact_url,
+    redact_urls,
+    remember_url_credentials,
+)
 from hpt.graphs import DEFAULT_LADDER
 from hpt.results.penalties import Penalty
 from hpt.runs.models import ModelSettings
@@ -135,4 +142,49 @@ class RunSpec(ModelSettings):
 
     @property
     def title(self) -> str:
-        return " + ".join(self.dataset) + " · " + " + ".join(self.model)
+        return " + ".join(self.dataset) + " · " + redact_urls(" + ".join(self.model))
+
+    def restore_credentials(self, urls: Sequence[str]) -> RunSpec:
+        """This spec as read back from run.json, which keeps every URL without its
+        credentials, with them given again: each of ``urls`` (--base-url on resume) stands
+        for the saved URL it matches once redacted. A URL that matches none, or a saved URL
+        still without its credentials, is a ConfigError saying what to give."""
+        restored = self
+        for url in urls:
+            remember_url_credentials(url)
+            saved = redact_url(url)
+            if saved not in json.dumps(restored.model_dump(mode="json")):
+                raise ConfigError(
+                    f"--base-url {saved} is none of the run's endpoints; a resumed run calls "
+                    f"the endpoints it was started with"
+                )
+            restored = _replaced(restored, saved, url)
+        hidden = hidden_credentials(restored.model_dump())
+        if hidden:
+            raise ConfigError(
+                f"the run's endpoint {hidden[0]} was saved without its credentials (they are "
+                f"never written to disk); give it again, credentials included: --base-url URL"
+            )
+        return restored
+
+
+def _replaced(value: Any, old: str, new: str) -> Any:
+    """``value`` with ``old`` replaced by ``new`` in every string it holds, at any depth;
+    the same object where nothing changed (a model keeps which fields were set)."""
+    if isinstance(value, str):
+        return value.replace(old, new) if old in value else value
+    if isinstance(value, list):
+        items = [_replaced(v, old, new) for v in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    if isinstance(value, dict):
+        entries = {k: _replaced(v, old, new) for k, v in value.items()}
+        return entries if any(entries[k] is not value[k] for k in value) else value
+    if isinstance(value, BaseModel):
+        changed = {}
+        for name in type(value).model_fields:
+            field = getattr(value, name)
+            now = _replaced(field, old, new)
+            if now is not field:
+                changed[name] = now
+        return value.model_copy(update=changed) if changed else value
+    return value

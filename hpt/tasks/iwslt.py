@@ -15,6 +15,7 @@ import io
 import re
 import tarfile
 import xml.etree.ElementTree as ET
+import zlib
 from pathlib import Path
 
 from hpt.results.penalties import TABLE_4
@@ -35,8 +36,9 @@ def _segments(archive: Path, member_suffix: str) -> dict[tuple[str, str], str]:
             if handle is None:
                 raise DatasetError(f"{archive}: {member.name} is not a file")
             root = ET.parse(io.BytesIO(handle.read())).getroot()
-    except (tarfile.TarError, OSError, ET.ParseError) as exc:
-        raise DatasetError(f"{archive}: cannot read ({exc})") from None
+    # A damaged archive: EOFError and zlib.error come from its gzip stream.
+    except (tarfile.TarError, OSError, EOFError, zlib.error, ET.ParseError) as exc:
+        raise DatasetError(f"{archive}: cannot read ({exc or type(exc).__name__})") from None
     out = {}
     for doc in root.iter("doc"):
         talk = doc.get("docid", "")

@@ -27,7 +27,7 @@ from hpt.results.records import Reading
 from hpt.tasks import medcalc_rules as rules
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
 from hpt.tasks.mmlu_pro import TRAIN_SEED, csv_dict_rows
-from hpt.tasks.sources import load_hub, require_file
+from hpt.tasks.sources import csv_lines, load_hub, require_file
 
 COLUMNS = (
     "Row Number", "Calculator ID", "Calculator Name", "Category", "Output Type", "Note ID",
@@ -95,8 +95,7 @@ class MedCalc(CarvedSplit, Task):
             places = [(f"{self.hub_id} {split} row {i}", r) for i, r in enumerate(rows)]
         else:
             path = require_file(self.data_dir, "medcalc/test_data.csv", self.name)
-            with path.open(encoding="utf-8", newline="") as fh:
-                places = list(csv_dict_rows(fh, str(path), COLUMNS))
+            places = list(csv_dict_rows(csv_lines(path), str(path), COLUMNS))
         samples = [self._sample(split, r, w) for w, r in places]
         seen: set[str] = set()
         for (where, _), s in zip(places, samples, strict=True):

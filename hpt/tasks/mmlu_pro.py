@@ -18,7 +18,7 @@ import ast
 import csv
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import Any, ClassVar
 
 from hpt.results.penalties import borrowed
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, ReasonedTask, Sample, seeded_slice
@@ -30,20 +30,23 @@ TRAIN_SEED = 42
 
 
 def csv_dict_rows(
-    fh: IO[str], where: str, required: Iterable[str]
+    lines: Iterable[str], where: str, required: Iterable[str]
 ) -> Iterator[tuple[str, dict[str, str]]]:
     """(place, row) for each record of a CSV file with a header; a missing column is a
     DatasetError naming the file. The place is "FILE:LINE" (the record's last line)."""
-    reader = csv.DictReader(fh)
-    missing = [c for c in required if c not in (reader.fieldnames or [])]
-    if missing:
-        raise DatasetError(f"{where}:1: expected the columns {missing} in the header")
-    for row in reader:
-        if None in row or any(v is None for v in row.values()):
-            raise DatasetError(
-                f"{where}:{reader.line_num}: expected {len(reader.fieldnames or [])} columns"
-            )
-        yield f"{where}:{reader.line_num}", row
+    reader = csv.DictReader(lines)
+    try:
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DatasetError(f"{where}:1: expected the columns {missing} in the header")
+        for row in reader:
+            if None in row or any(v is None for v in row.values()):
+                raise DatasetError(
+                    f"{where}:{reader.line_num}: expected {len(reader.fieldnames or [])} columns"
+                )
+            yield f"{where}:{reader.line_num}", row
+    except csv.Error as exc:
+        raise DatasetError(f"{where}:{reader.line_num}: not valid CSV ({exc})") from None
 
 
 class ChoiceTask(ReasonedTask):

@@ -38,27 +38,57 @@ def require_file(data_dir: Path, relative: str, dataset: str) -> Path:
     return path
 
 
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line with its end) of a UTF-8 text file; bytes that are not UTF-8 are a
+    DatasetError naming the line. Decoded line by line (a newline byte is never part of
+    another character in UTF-8), so the error can say where; a byte-order mark is dropped."""
+    try:
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    yield lineno, raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DatasetError(
+                        f"{path}:{lineno}: not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                        f"column {exc.start + 1}); is it the right file, or damaged?"
+                    ) from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row) pairs; a line that is not a JSON object is a DatasetError."""
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise DatasetError(f"{path}:{lineno}: expected a JSON object")
-            yield lineno, row
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:  # JSONDecodeError, or a number too long to read
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise DatasetError(f"{path}:{lineno}: not valid JSON ({reason})") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{path}:{lineno}: expected a JSON object")
+        yield lineno, row
+
+
+def csv_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 CSV file, for ``csv.reader`` (which counts them itself)."""
+    return (line for _, line in text_lines(path))
 
 
 def read_csv_rows(path: Path, width: int) -> Iterator[tuple[int, list[str]]]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        for lineno, row in enumerate(csv.reader(fh), 1):
+    """(record number, row) pairs (the number counts records, which sample ids are made of;
+    errors name the line)."""
+    reader = csv.reader(csv_lines(path))
+    try:
+        for number, row in enumerate(reader, 1):
             if len(row) != width:
-                raise DatasetError(f"{path}:{lineno}: expected {width} columns, found {len(row)}")
-            yield lineno, row
+                raise DatasetError(
+                    f"{path}:{reader.line_num}: expected {width} columns, found {len(row)}"
+                )
+            yield number, row
+    except csv.Error as exc:
+        raise DatasetError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
 
 
 def field(row: dict[str, Any], key: str, where: str, kind: type = str) -> Any:

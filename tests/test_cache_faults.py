@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import json
 import random
 import shutil
@@ -346,6 +347,38 @@ async def test_a_last_batch_the_disk_refuses_surfaces_when_the_cache_closes(
                 _fill(small_disk)
                 await model.complete(big, GenerationParams())  # its batch is still gathering
     assert unretrieved == []
+
+
+async def test_a_run_whose_cache_disk_fills_stops(
+    small_disk: Path, monkeypatch: pytest.MonkeyPatch, boolq_answers: dict[str, str],
+    data_dir: Path, tmp_path: Path,
+) -> None:  # fmt: skip
+    from hpt.runs import RunSpec, run_evaluation
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("HPT_CACHE_DIR", str(small_disk))  # the records are elsewhere
+    keyed = KeyedResponder(boolq_answers, "three_shot_cot")
+    served = itertools.count(1)
+
+    def responder(body: dict[str, Any]) -> str:
+        if next(served) == 60:  # the disk fills while the run goes on
+            _fill(small_disk)
+        return f"{keyed(body)} {'padding ' * 1000}"
+
+    fake = FakeOpenAI(responder)
+    with serving(fake.app()) as srv:
+        spec = RunSpec.model_validate(
+            {"dataset": "boolq", "model": "openai:test-model", "limit": 300, "concurrency": 8,
+             "data_dir": data_dir, "out": tmp_path / "run", "retry": FAST_RETRY,
+             "base_url": srv.base_url}
+        )  # fmt: skip
+        with pytest.raises(StorageError) as stopped:
+            await run_evaluation(spec)
+    assert str(stopped.value).startswith(
+        f"could not write the response cache to {small_disk / 'responses.sqlite3'}: No space "
+        "left on device"
+    )
+    assert fake.served < 3 * 300  # it stopped, well before its last call
 
 
 _FILE_SIZE_LIMIT = textwrap.dedent(

@@ -108,7 +108,14 @@ def remember_url_credentials(url: str) -> None:
 
 def redact_urls(text: str) -> str:
     """``text`` with every URL in it redacted (``redact_url``)."""
-    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+    return _URL_IN_TEXT.sub(_redact_match, text)
+
+
+def _redact_match(match: re.Match[str]) -> str:
+    """A URL found in text, redacted; punctuation closing the sentence around it stays."""
+    found = match.group(0)
+    url = found.rstrip(".,;:!?)]}")
+    return redact_url(url) + found[len(url) :]
 
 
 def without_credentials(data: Any) -> Any:

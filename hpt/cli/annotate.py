@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
-from hpt.cli.common import port, require_positive
+from hpt.cli.common import PlainTable, port, require_positive
 from hpt.cli.options import (
     add_generation_options,
     add_model_options,
@@ -130,7 +130,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     console.print(
         f"{task.title}: representative set of {len(views)} of {chosen.population} samples "
         f"({chosen.fraction * 100:g}%, seed {chosen.seed}{spread}); annotations: {path}",
-        highlight=False, soft_wrap=True,
+        highlight=False, markup=False, soft_wrap=True,
     )  # fmt: skip
     if args.annotator_model:
         _by_model(args, console, chosen, views, out)
@@ -139,7 +139,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
 
         assert annotator is not None
         saved = score_in_terminal(console, sys.stdin, views, guide, path, task.name, annotator)
-        console.print(f"saved {saved} annotations by {annotator}", highlight=False)
+        console.print(f"saved {saved} annotations by {annotator}", highlight=False, markup=False)
     else:
         assert annotator is not None
         _in_browser(args, console, task.name, chosen.title, annotator, guide, views, path)
@@ -164,7 +164,7 @@ def _by_model(
     console.print(
         f"{name}: scored {outcome.scored}, {outcome.already} scored before, "
         f"{len(outcome.failed)} without a valid reply",
-        highlight=False, soft_wrap=True,
+        highlight=False, markup=False, soft_wrap=True,
     )  # fmt: skip
     for sample_id, why in list(outcome.failed.items())[:5]:
         console.print(f"  {sample_id}: {why}", highlight=False, markup=False, soft_wrap=True)
@@ -196,7 +196,7 @@ def _in_browser(
 
     def ready(url: str) -> None:
         console.print(f"annotate at {url} (Ctrl-C stops; each annotation is saved as it is "
-                      f"posted)", highlight=False, soft_wrap=True)  # fmt: skip
+                      f"posted)", highlight=False, markup=False, soft_wrap=True)  # fmt: skip
         sys.stdout.flush()
         if not args.no_open:
             _open_browser(console, url)
@@ -207,7 +207,7 @@ def _in_browser(
         raise RunDirError(f"cannot serve on port {args.port}: {exc.strerror}") from None
     except KeyboardInterrupt:
         console.print("stopped", highlight=False)
-    console.print(f"saved {server.saved} annotations by {annotator}", highlight=False)
+    console.print(f"saved {server.saved} annotations by {annotator}", highlight=False, markup=False)
 
 
 def has_display(env: Mapping[str, str], platform: str) -> bool:
@@ -259,7 +259,7 @@ def _print_summary(console: Console, chosen: RepresentativeSet, path: Path) -> N
         console.print(f"no annotations of this set in {path} yet", highlight=False,
                       markup=False, soft_wrap=True)  # fmt: skip
         return
-    table = Table(title=f"HPI_dataset of {dataset} from {path}")
+    table = PlainTable(title=Text(f"HPI_dataset of {dataset} from {path}"))
     table.add_column("")
     for result in found:
         table.add_column(f"{result.kind} annotators", justify="right")

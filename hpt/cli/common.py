@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
 
 from hpt.backends import BackendError, CacheError, UnknownModelSpecError
 from hpt.depth.graph import GraphError
@@ -32,6 +37,15 @@ USER_ERRORS: tuple[type[Exception], ...] = (
 EXIT_FAILURE = 1  # the machine's failure (a full disk) or hpt's own (a bug)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+
+class PlainTable(Table):
+    """A table whose cells are text as given, never markup: cells carry model, dataset,
+    strategy and annotator names, which a user or a plugin chooses ("[red]x[/]" and
+    ":smile:" show as written)."""
+
+    def add_row(self, *renderables: RenderableType | None, **options: Any) -> None:
+        super().add_row(*(Text(r) if isinstance(r, str) else r for r in renderables), **options)
 
 
 def names(value: str) -> list[str]:

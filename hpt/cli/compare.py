@@ -65,5 +65,8 @@ def command(args: argparse.Namespace, console: Console) -> int:
 
         written += plots.forest(found, out)
     print(text)
-    console.print("wrote " + ", ".join(str(p) for p in written), highlight=False, soft_wrap=True)
+    console.print(
+        "wrote " + ", ".join(str(p) for p in written),
+        highlight=False, markup=False, soft_wrap=True,
+    )  # fmt: skip
     return 0

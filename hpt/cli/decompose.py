@@ -11,9 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
-from hpt.cli.common import require_positive
+from hpt.cli.common import PlainTable, require_positive
 from hpt.cli.options import (
     add_generation_options,
     add_model_options,
@@ -114,7 +114,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     summary = asyncio.run(
         run_decompose(spec, note=lambda text: console.print(f"[dim]{escape(text)}[/]"))
     )
-    table = Table(title=f"DepthQA graph in {spec.out}")
+    table = PlainTable(title=Text(f"DepthQA graph in {spec.out}"))
     table.add_column("depth", justify="right")
     table.add_column("questions", justify="right")
     table.add_column("nodes", justify="right")

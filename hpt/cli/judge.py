@@ -10,9 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 
-from hpt.cli.common import names, require_positive
+from hpt.cli.common import PlainTable, names, require_positive
 from hpt.cli.options import (
     add_generation_options,
     add_model_options,
@@ -71,7 +70,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     if spec.judge_model:
         spec.resolve(spec.judge_model)
     summary = asyncio.run(run_judge(spec))
-    table = Table(title="Strategy complexity by LLM judge (mean 1-5)")
+    table = PlainTable(title="Strategy complexity by LLM judge (mean 1-5)")
     table.add_column("strategy")
     for c in CRITERIA:
         table.add_column(summary.criteria[c], justify="right")
@@ -82,5 +81,8 @@ def command(args: argparse.Namespace, console: Console) -> int:
         counts = f"{summary.judged[strategy]} / {summary.unparseable[strategy]}"
         table.add_row(strategy, *cells, counts)
     console.print(table)
-    console.print(f"records: {out / 'judgements.jsonl'}  chart: {out / 'judge_scores.svg'}")
+    console.print(
+        f"records: {out / 'judgements.jsonl'}  chart: {out / 'judge_scores.svg'}",
+        markup=False, soft_wrap=True,
+    )  # fmt: skip
     return 0

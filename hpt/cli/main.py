@@ -94,12 +94,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _list(console: Console) -> int:
-    console.print("datasets:   " + ", ".join(f"{n} ({t.hub_id})" for n, t in TASKS.items()))
+    # Names a plugin chose, shown as written (never markup).
+    console.print(
+        "datasets:   " + ", ".join(f"{n} ({t.hub_id})" for n, t in TASKS.items()), markup=False
+    )
     shown = []
     for name in STRATEGIES:
         fields = list(STRATEGY_PARAMS.get(name, {}).model_fields)  # type: ignore[union-attr]
         shown.append(f"{name}({', '.join(fields)})" if fields else name)
-    console.print("strategies: " + ", ".join(shown))
+    console.print("strategies: " + ", ".join(shown), markup=False)
     console.print("providers:  " + ", ".join(PROVIDERS), markup=False)
     console.print("models:     " + spec_help(), markup=False)
     plugins = [f"{ep.name} ({ep.value})" for ep in installed_plugins()]

@@ -12,8 +12,10 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.segment import Segments
 from rich.table import Table
+from rich.text import Text
 
 from hpt.backends import BackendStats
+from hpt.cli.common import PlainTable
 from hpt.results.records import SampleRecord
 from hpt.results.tally import Summary, Tally
 from hpt.runs.spec import RunSpec
@@ -34,9 +36,10 @@ class RichProgress:
     """Samples done, resolved per level, running HPI, tokens and errors, refreshed live."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, emoji=False)
         self._bar = Progress(
-            TextColumn("[bold]{task.description}"),
+            # The description names models: text, never markup.
+            TextColumn("{task.description}", style="bold", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -56,7 +59,7 @@ class RichProgress:
         self._strategies = list(spec.strategies)
         self._bar.update(self._task, total=total, completed=done, description=spec.title)
         again = f" (resumed: {done} of {total} samples already recorded)" if done else ""
-        self.console.print(f"writing records to [bold]{out}[/]{again}")
+        self.console.print(Text.assemble("writing records to ", (str(out), "bold"), again))
         # get_renderable re-reads the backend counters on every refresh, not only per sample.
         self._live = Live(console=self.console, refresh_per_second=4, get_renderable=self._current)
         self._live.start()
@@ -65,7 +68,7 @@ class RichProgress:
         return self._render(list(self._tallies.values()))
 
     def _render(self, tallies: list[Tally]) -> Group:
-        grid = Table.grid(padding=(0, 2))
+        grid = PlainTable.grid(padding=(0, 2))
         for name, b in self._backends.items():
             cap = "" if b.concurrency is None else f"/{b.concurrency}"
             grid.add_row(
@@ -126,8 +129,9 @@ def summary_table(summary: Summary, strategies: Sequence[str] = ()) -> Table:
     kind = "adaptive HPF" if summary.mode == "adaptive" else "HPF"
     at = f" @{summary.threshold:g}" if summary.threshold is not None else ""
     variant = f" · {summary.variant}" if summary.variant is not None else ""
-    table = Table(
-        title=f"{kind} · {summary.dataset}{at} · {summary.model}{variant}", show_header=False
+    table = PlainTable(
+        title=Text(f"{kind} · {summary.dataset}{at} · {summary.model}{variant}"),
+        show_header=False,
     )
     table.add_column(style="bold")
     table.add_column(justify="right")
@@ -192,7 +196,7 @@ def _depth_mean(mean: float | None, nodes: int | None) -> str:
 
 def cells_table(summaries: list[Summary]) -> Table:
     """A campaign at a glance: one row per cell."""
-    table = Table(title="HPF runs (HPI: lower is better)")
+    table = PlainTable(title="HPF runs (HPI: lower is better)")
     for name in ("dataset", "model", "mode", "scored", "HPI", "chance HPI", "accuracy",
                  "L1 accuracy"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("dataset", "model", "mode") else "right")

@@ -117,5 +117,8 @@ def command(args: argparse.Namespace, console: Console) -> int:
         written += plots.hpi_chart(reports, out) + plots.level_histograms(reports, out)
         written += plots.forest(paired, out)
     print(text)
-    console.print("wrote " + ", ".join(str(p) for p in written), highlight=False, soft_wrap=True)
+    console.print(
+        "wrote " + ", ".join(str(p) for p in written),
+        highlight=False, markup=False, soft_wrap=True,
+    )  # fmt: skip
     return 0

@@ -36,7 +36,10 @@ def command(args: argparse.Namespace, console: Console) -> int:
         n = page.write_view(args.run_dirs, out)
     except OSError as exc:
         raise RunDirError(f"cannot write {out}: {exc.strerror}") from None
-    console.print(f"wrote {out} ({n} samples, {out.stat().st_size / 1e6:.1f} MB)", highlight=False)
+    console.print(
+        f"wrote {out} ({n} samples, {out.stat().st_size / 1e6:.1f} MB)",
+        highlight=False, markup=False, soft_wrap=True,
+    )  # fmt: skip
     if args.serve:
         try:
             page.serve(out, args.port)

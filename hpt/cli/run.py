@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from hpt.backends import RetryPolicy
+from hpt.cli import signals
 from hpt.cli.common import EXIT_INTERRUPTED, floats, modes, names, require_positive
 from hpt.cli.options import (
     MODEL_FLAGS,
@@ -28,10 +28,11 @@ from hpt.cli.penalty import (
     given_penalty_flags,
 )
 from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
+from hpt.errors import StorageError
 from hpt.plugins import load_plugins
 from hpt.results.rundir import SAMPLES, SUMMARY
 from hpt.runs.config import ConfigError, validation_message
-from hpt.runs.runner import default_out_dir, load_saved_spec, run_evaluation
+from hpt.runs.runner import default_out_dir, load_saved_plugins, load_saved_spec, run_evaluation
 from hpt.runs.spec import RunSpec
 from hpt.tasks import TASKS
 
@@ -58,6 +59,8 @@ RUN_FLAGS = {
     "data_dir": "data_dir",
     "out": "out",
 }
+# A run stopped because a write failed (disk full, read-only, I/O error): not the user's input.
+EXIT_STORAGE = 1
 # What may change when a run is resumed: how fast it goes, not what it computes.
 RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts"}
 
@@ -171,6 +174,12 @@ def add_parser(sub: Any) -> None:
         help="continue the run in DIR with its saved spec; finished samples are not repeated",
     )
     run.add_argument(
+        "--trust-plugins",
+        action="store_true",
+        help="with --resume: import the plugins the run directory names (this runs their "
+        "code); without it, a plugin must be an installed entry point or given with --plugin",
+    )
+    run.add_argument(
         "--keep-errors",
         action="store_true",
         help="with --resume: keep samples that ended in an error instead of running them again",
@@ -256,7 +265,8 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
             f"--max-attempts, --keep-errors, --no-progress)"
         )
     spec = load_saved_spec(args.resume).run_spec()
-    load_plugins(spec.plugins, installed=False)  # what the run was started with
+    # What the run was started with; a run directory from elsewhere must not run its code.
+    load_saved_plugins(args.resume, spec.plugins, trust=args.trust_plugins)
     update: dict[str, Any] = {"out": args.resume}
     for flag, key in (("concurrency", "concurrency"), *MODEL_FLAGS.items()):
         if flag in RESUME_FLAGS and getattr(args, flag) is not None:
@@ -269,13 +279,14 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
 
 
 def command(args: argparse.Namespace, console: Console, err: Console, plugins: list[str]) -> int:
-    if args.keep_errors and args.resume is None:
-        raise ConfigError("--keep-errors applies only with --resume DIR")
+    for flag in ("keep_errors", "trust_plugins"):
+        if getattr(args, flag) and args.resume is None:
+            raise ConfigError(f"--{flag.replace('_', '-')} applies only with --resume DIR")
     spec = resume_spec(args) if args.resume is not None else build_spec(args, plugins)
     assert spec.out is not None
     progress = None if args.no_progress or not console.is_terminal else RichProgress()
     try:
-        result = asyncio.run(
+        result = signals.run(
             run_evaluation(
                 spec,
                 PenaltyNotices(err, progress),
@@ -284,16 +295,23 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
                 command=["hpt", *sys.argv[1:]],
             )
         )
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, signals.Terminated) as stop:
         if progress is not None:
             progress.stop()
+        how = "interrupted" if isinstance(stop, KeyboardInterrupt) else "stopped by SIGTERM"
         err.print(
-            f"hpt: interrupted; finished samples are kept in {spec.out}. "
+            f"hpt: {how}; finished samples are kept in {spec.out}. "
             f"Continue with: hpt run --resume {spec.out}",
             highlight=False,
             soft_wrap=True,
+            markup=False,
         )
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else signals.EXIT_TERMINATED
+    except StorageError as exc:  # RunStopped: what failed, what was kept, how to go on
+        if progress is not None:
+            progress.stop()
+        err.print(f"hpt: error: {exc}", highlight=False, soft_wrap=True, markup=False)
+        return EXIT_STORAGE
     finally:
         if progress is not None:
             progress.stop()

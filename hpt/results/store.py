@@ -3,11 +3,15 @@ appended as samples finish, JSON files are replaced whole.
 
 Durability: every batch is written whole and flushed, and fsync'ed at least once a second, so
 a crash loses at most the samples in flight and, at worst, tears the last line; resuming cuts a
-torn tail off. Writes happen in a worker thread, off the event loop."""
+torn tail off. Writes happen in a worker thread, off the event loop.
+
+A write that fails (disk full, read-only, I/O error) raises ``StorageError`` and leaves nothing
+half-written: a batch cut short is cut off the records, a JSON file's temporary file removed."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -15,18 +19,24 @@ from typing import IO
 
 from pydantic import BaseModel
 
+from hpt.errors import StorageError
 from hpt.results.records import SampleRecord
-from hpt.results.rundir import SAMPLES, RunDirError
+from hpt.results.rundir import SAMPLES, SPEC, SUMMARY, RunDirError
 
 FSYNC_EVERY_S = 1.0
+# What each JSON file is, for a failure to name.
+JSON_FILES = {SPEC: "the run spec", SUMMARY: "the summary"}
 
 
 class RunStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.samples = directory / SAMPLES
-        self._fh: IO[str] | None = None
+        # Unbuffered: each batch is one write, and a failed one is known to the byte.
+        self._fh: IO[bytes] | None = None
         self._synced = 0.0
+        self._size = 0  # bytes of whole records in the file
+        self.appended = 0  # records appended since create() or reopen()
 
     def check_free(self) -> None:
         """Refuse a directory that already holds records: never overwrite finished work."""
@@ -48,38 +58,59 @@ class RunStore:
     def _open(self, how: str) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._fh = self.samples.open(how, encoding="utf-8")
+            self._fh = self.samples.open(how + "b", buffering=0)
+            self._size = os.fstat(self._fh.fileno()).st_size
         except OSError as exc:
             raise RunDirError(
                 f"cannot write run directory {self.directory}: {exc.strerror}"
             ) from None
 
     async def append(self, records: list[SampleRecord]) -> None:
-        lines = "".join(r.model_dump_json() + "\n" for r in records)
+        lines = "".join(r.model_dump_json() + "\n" for r in records).encode()
         await asyncio.to_thread(self._write, lines)
+        self.appended += len(records)
 
-    def _write(self, text: str) -> None:
-        assert self._fh is not None, "create() or reopen() first"
-        self._fh.write(text)
-        self._fh.flush()
-        now = time.monotonic()
-        if now - self._synced >= FSYNC_EVERY_S:
-            os.fsync(self._fh.fileno())
-            self._synced = now
+    def _write(self, data: bytes) -> None:
+        fh = self._fh
+        assert fh is not None, "create() or reopen() first"
+        try:
+            view = memoryview(data)
+            while view:  # a write may take part of the batch (a signal, a nearly full disk)
+                view = view[fh.write(view) :]
+            now = time.monotonic()
+            if now - self._synced >= FSYNC_EVERY_S:
+                os.fsync(fh.fileno())
+                self._synced = now
+        except OSError as exc:
+            # The records of a batch cut short are cut off again: none of it was counted.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fh.fileno(), self._size)
+            raise StorageError("a record", self.samples, exc) from None
+        self._size += len(data)
 
     def write_json(self, name: str, model: BaseModel) -> None:
-        """Whole or not at all: a crash mid-write leaves the previous file."""
+        """Whole or not at all: a crash or a failed write leaves the previous file, and no
+        temporary one."""
         path = self.directory / name
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(model.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(model.model_dump_json(indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise StorageError(JSON_FILES.get(name, name), path, exc) from None
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
-            self._fh = None
+        fh, self._fh = self._fh, None
+        if fh is None:
+            return
+        try:
+            os.fsync(fh.fileno())
+        except OSError as exc:
+            raise StorageError("a record", self.samples, exc) from None
+        finally:
+            fh.close()
 
 
 def repair_torn_tail(path: Path) -> int:

@@ -6,7 +6,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpt.runs.runner import RunObserver, RunResult, load_saved_spec, run_evaluation
+from hpt.runs.runner import (
+    RunObserver,
+    RunResult,
+    load_saved_plugins,
+    load_saved_spec,
+    run_evaluation,
+)
 from hpt.runs.spec import Mode, RunSpec
 
 
@@ -40,8 +46,16 @@ async def evaluate(
 
 
 async def resume(
-    out: str | Path, *, retry_errors: bool = True, observer: RunObserver | None = None
+    out: str | Path,
+    *,
+    retry_errors: bool = True,
+    observer: RunObserver | None = None,
+    trust_plugins: bool = False,
 ) -> RunResult:
-    """Continue an interrupted run from its directory, without repeating finished samples."""
+    """Continue an interrupted run from its directory, without repeating finished samples.
+
+    The plugins the run names are imported if installed as entry points or already imported;
+    any other is imported only with ``trust_plugins`` (it runs the module's code)."""
     spec = load_saved_spec(Path(out)).run_spec().model_copy(update={"out": Path(out)})
+    load_saved_plugins(Path(out), spec.plugins, trust=trust_plugins)
     return await run_evaluation(spec, observer, resume=True, retry_errors=retry_errors)

@@ -7,13 +7,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import errno
 import gc
 import itertools
 import os
 import platform
 import re
+import sys
 import time
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +26,7 @@ from pydantic import BaseModel, Field, field_serializer
 from hpt import __version__
 from hpt.backends import BackendStats, GenerationParams, ResponseCache
 from hpt.backends.managed import ManagedBackend
+from hpt.errors import StorageError
 from hpt.graphs import (
     DEFAULT_LADDER,
     LadderRuntime,
@@ -36,7 +39,9 @@ from hpt.graphs import (
 )
 from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive
 from hpt.graphs.walk import GraphWalker
+from hpt.plugins import PluginError, installed_plugins, load_plugins
 from hpt.results.info import TaskInfo
+from hpt.results.lock import RunLock
 from hpt.results.reader import iter_lines, parse_record
 from hpt.results.records import RECORD_KINDS, Cell, SampleRecord, Selection
 from hpt.results.rundir import SAMPLES, SPEC, SUMMARY, RunDirError
@@ -159,6 +164,20 @@ def load_saved_spec(directory: Path) -> SavedSpec:
         raise RunDirError(f"{directory / SPEC}: not a run spec ({first})") from None
 
 
+def load_saved_plugins(directory: Path, modules: Sequence[str], *, trust: bool) -> None:
+    """Import the plugins a saved run names (its ``plugins``). Importing runs a module's code,
+    and a run directory may come from anyone: without ``trust``, every one of them must be
+    installed as an ``hpt.plugins`` entry point or already imported (``--plugin``)."""
+    known = {ep.module for ep in installed_plugins()}
+    strangers = [m for m in modules if m not in known and m not in sys.modules]
+    if strangers and not trust:
+        raise PluginError(
+            f"{directory / SPEC} names plugins that resuming would import, running their "
+            f"code: {', '.join(strangers)}; resume with --trust-plugins if you trust them"
+        )
+    load_plugins(modules, installed=False)
+
+
 @dataclass
 class _CellPlan:
     cell: Cell
@@ -187,7 +206,9 @@ async def run_evaluation(
     """Run (or, with ``resume``, continue) every cell of ``spec``.
 
     Resuming reads ``spec.out``'s records, skips the samples they cover and, with
-    ``retry_errors``, runs again the samples that ended in an error."""
+    ``retry_errors``, runs again the samples that ended in an error. The run directory is
+    locked for the run (one writer). A write that fails (disk full, read-only, I/O error)
+    stops the run at once: ``RunStopped`` says what failed, what was kept and how to go on."""
     observer = observer or SilentObserver()
     resolve_strategies(spec.strategies)
     spec.check_models()
@@ -195,6 +216,24 @@ async def run_evaluation(
     spec = spec.model_copy(update={"penalties": await asyncio.to_thread(run_penalties, spec)})
     plans = await _plan(spec)
     out = spec.out or default_out_dir(spec)
+    # Before anything is read back or written. Taken in the loop, not a thread: a
+    # cancellation cannot then come between taking it and the ``finally`` that releases it.
+    lock = RunLock.take(out)
+    try:
+        return await _run_locked(spec, plans, out, observer, resume, retry_errors, command)
+    finally:
+        lock.release()
+
+
+async def _run_locked(
+    spec: RunSpec,
+    plans: list[_CellPlan],
+    out: Path,
+    observer: RunObserver,
+    resume: bool,
+    retry_errors: bool,
+    command: list[str] | None,
+) -> RunResult:
     store = RunStore(out)
     # The DSPy strategies' optimised programs (one per dataset x model x strategy).
     programs = ProgramStore(out, spec.programs)
@@ -202,7 +241,10 @@ async def run_evaluation(
     if resume:
         saved = load_saved_spec(out)
         by_cell = {p.cell: p for p in plans}
-        done = await asyncio.to_thread(_read_back, out, by_cell, retry_errors)
+        try:
+            done = await asyncio.to_thread(_read_back, out, by_cell, retry_errors)
+        except StorageError as exc:
+            raise RunStopped(exc, out, kept=None) from None
     else:
         store.check_free()
     for p in plans:
@@ -275,24 +317,116 @@ async def run_evaluation(
                 tasks={p.cell.dataset: _described(p.task) for p in plans},
                 generation=generation,
             )
+        try:
+            # The spec first: a fresh run that cannot write it has written nothing else.
+            store.write_json(SPEC, saved.model_copy(update={"out": out}))
+        except StorageError as exc:
+            store.close()
+            raise RunStopped(exc, out, kept=len(done), resumable=resume) from None
+        if not resume:
             store.create()
-        store.write_json(SPEC, saved.model_copy(update={"out": out}))
         observer.started(spec, total, out, done=total - sum(len(p.todo) for p in plans))
+        faults: list[StorageError] = []
         try:
             with _collector_for_climb():
                 await _climb_all(plans, spec, store, observer)
             complete = True
+        except StorageError as exc:
+            faults.append(exc)
         finally:
-            store.close()
             result = RunSummary(complete=complete, cells=[p.tally.summary() for p in plans])
-            store.write_json(SUMMARY, result)
-            programs.write_usage()
+            summary_written = _end_run(store, result, programs, faults)
             ended = _generation(plans)
             if ended != generation:  # a transport adapted (a TGI server without a template)
                 saved.generation.update(ended)
-                store.write_json(SPEC, saved.model_copy(update={"out": out}))
+                _kept_going(faults, store.write_json, SPEC, saved.model_copy(update={"out": out}))
+            try:
+                # Backends and cache close now: the cache's last writes can fail like any.
+                await stack.aclose()
+            except StorageError as exc:
+                faults.append(exc)
+            if faults:  # a storage fault outranks a cancellation: the user must hear of it
+                kept = len(done) + store.appended
+                raise RunStopped(
+                    faults[0], out, kept=kept, summary=summary_written, complete=complete
+                )
     observer.finished(result)
     return RunResult(out=out, summaries=result.cells, complete=complete)
+
+
+class RunStopped(StorageError):
+    """A write failed and the run stopped: what failed, what was kept, and how to go on."""
+
+    def __init__(
+        self,
+        fault: StorageError,
+        out: Path,
+        *,
+        kept: int | None,
+        summary: bool = False,
+        resumable: bool = True,
+        complete: bool = False,
+    ) -> None:
+        message = _stopped_message(fault, out, kept, summary, resumable, complete)
+        Exception.__init__(self, message)
+        self.what, self.path, self.cause = fault.what, fault.path, fault.cause
+        self.out, self.kept = out, kept
+
+
+def _stopped_message(
+    fault: StorageError, out: Path, kept: int | None, summary: bool, resumable: bool,
+    complete: bool,
+) -> str:  # fmt: skip
+    remedy = {
+        errno.ENOSPC: "free some space",
+        errno.EDQUOT: "free some space",
+        errno.EROFS: "make it writable",
+        errno.EACCES: "make it writable",
+        errno.EPERM: "make it writable",
+    }.get(fault.cause.errno or 0, "check the disk")
+    if not resumable:
+        return f"{fault}; nothing was run: {remedy}, then start the run again"
+    records = out / SAMPLES
+    resume = f"hpt run --resume {out}"
+    if kept is None:  # stopped before its first write: the run directory is as it was
+        return f"{fault}; {records} is unchanged; {remedy}, then continue with: {resume}"
+    where = (
+        f"the summary is in {out / SUMMARY}"
+        if summary
+        else f"{SUMMARY} was not written (hpt summarize {out} recomputes it from the records)"
+    )
+    if complete:  # every sample is recorded: what failed came after
+        then = f"{remedy}" if summary else f"{remedy}, then write it with: {resume}"
+        return f"{fault}; the run itself finished: {kept} records in {records}, {where}; {then}"
+    held = f"{kept} records kept in {records}"
+    return f"{fault}; the run stopped: {held}, {where}; {remedy}, then continue with: {resume}"
+
+
+def _end_run(
+    store: RunStore, result: RunSummary, programs: ProgramStore, faults: list[StorageError]
+) -> bool:
+    """Close the records, write the summary and the programs' usage; a write that fails is
+    added to ``faults`` and the others are still tried. Whether the summary was written."""
+    _kept_going(faults, store.close)
+    written = _kept_going(faults, store.write_json, SUMMARY, result)
+    _kept_going(faults, _write_usage, programs)
+    return written
+
+
+def _kept_going(faults: list[StorageError], write: Callable[..., None], *args: Any) -> bool:
+    try:
+        write(*args)
+    except StorageError as exc:
+        faults.append(exc)
+        return False
+    return True
+
+
+def _write_usage(programs: ProgramStore) -> None:
+    try:
+        programs.write_usage()
+    except OSError as exc:
+        raise StorageError("the programs' usage", programs.directory or ".", exc) from None
 
 
 # Workers start this far apart, not all at once. Calls sent in the same instant (every worker
@@ -469,13 +603,18 @@ def _read_back(
         plan.tally.add(record)
     if dropped:  # rare: rewrite only then, whole or not at all
         keep = samples.with_suffix(".jsonl.resume")
-        with keep.open("w", encoding="utf-8") as kept:
-            for lineno, line in iter_lines(out):
-                if lineno not in dropped and line.endswith("\n"):
-                    kept.write(line)
-            kept.flush()
-            os.fsync(kept.fileno())
-        os.replace(keep, samples)
+        try:
+            with keep.open("w", encoding="utf-8") as kept:
+                for lineno, line in iter_lines(out):
+                    if lineno not in dropped and line.endswith("\n"):
+                        kept.write(line)
+                kept.flush()
+                os.fsync(kept.fileno())
+            os.replace(keep, samples)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                keep.unlink(missing_ok=True)
+            raise StorageError("the records to run again", samples, exc) from None
     return done
 
 
@@ -509,7 +648,29 @@ async def _together(climbs: list[Coroutine[Any, Any, None]]) -> None:
             for climb in climbs:
                 tg.create_task(climb)
     except BaseExceptionGroup as group:
-        raise group.exceptions[0] from None
+        raise _first_failure(group.exceptions) from None
+
+
+def _first_failure(errors: Sequence[BaseException]) -> BaseException:
+    """What to raise of several failures: a storage fault (the reason the run must stop,
+    however a strategy wrapped it), else the first (e.g. a rejected API key); the rest
+    repeat it."""
+    for exc in errors:
+        fault = _storage_fault(exc)
+        if fault is not None:
+            return fault
+    return errors[0]
+
+
+def _storage_fault(exc: BaseException) -> StorageError | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, StorageError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 async def _climb_all(
@@ -548,18 +709,33 @@ async def _climb_all(
                     tally.add(record)
                     observer.recorded(record, tally)
 
+    async def climb_everything() -> None:
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for todo in queues.values():
+                    for i in range(min(spec.concurrency, len(todo))):
+                        tg.create_task(worker(todo, i * START_PACE_S))
+        except BaseExceptionGroup as group:
+            raise _first_failure(group.exceptions) from None
+
     write_task = asyncio.create_task(writer())
+    climbing = asyncio.create_task(climb_everything())
+
+    def stop_climbing(writing: asyncio.Task[None]) -> None:
+        # A record that cannot be written stops every climb at once: no further call is sent
+        # for results that could not be kept.
+        if not writing.cancelled() and writing.exception() is not None:
+            climbing.cancel()
+
+    write_task.add_done_callback(stop_climbing)
     try:
-        async with asyncio.TaskGroup() as tg:
-            for todo in queues.values():
-                for i in range(min(spec.concurrency, len(todo))):
-                    tg.create_task(worker(todo, i * START_PACE_S))
-    except BaseExceptionGroup as group:
-        # The first failure (e.g. a rejected API key) says what went wrong; the rest repeat it.
-        raise group.exceptions[0] from None
+        await climbing
+    except asyncio.CancelledError:
+        if not write_task.done() or write_task.cancelled() or write_task.exception() is None:
+            raise  # cancelled from outside: Ctrl-C, SIGTERM, the API's caller
     finally:
         # Finished samples reach the disk even when the run stops early; those in flight are
-        # abandoned and run again on resume.
+        # abandoned and run again on resume. A writer that failed raises its StorageError.
         done.put_nowait(None)
         await asyncio.shield(write_task)
 

@@ -1,0 +1,142 @@
+"""One writer per run directory: two ``hpt run`` processes on one ``--out``, a ``--resume`` of
+a run still going, a lock left by a killed run, and a read-only run directory.
+
+The model server holds every answer until the test opens its gate, so "while the first run
+is going" is a state the test waits for, not a time it guesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hpt.results.lock import LOCK, RunLock
+from hpt.results.reader import read_records
+from hpt.results.rundir import RunDirError
+from tests.backend_helpers import serving
+from tests.run_faults import (
+    GatedOpenAI,
+    env,
+    mounted_tmpfs,  # noqa: F401 (the fixture "mounted")
+    one_error_line,
+    run_cmd,
+    start,
+    wait_until,
+)
+from tests.servers.answer_key import KeyedResponder
+from tests.servers.openai_compat import FakeOpenAI, ServerThread
+from tests.test_cli import hpt as run_hpt
+
+
+def complete_and_whole(out: Path, n: int) -> None:
+    """``n`` records, each sample once, every line whole; nothing left behind."""
+    text = (out / "samples.jsonl").read_text()
+    assert text.endswith("\n") and len(text.splitlines()) == n
+    keys = [r.key for r in read_records(out)]
+    assert len(keys) == len(set(keys)) == n
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True and summary["cells"][0]["samples"] == n
+    assert sorted(p.name for p in out.iterdir()) == ["run.json", "samples.jsonl", "summary.json"]
+
+
+@pytest.fixture
+def gated(boolq_answers: dict[str, str]) -> Iterator[tuple[GatedOpenAI, ServerThread]]:
+    fake = GatedOpenAI(KeyedResponder(boolq_answers, "three_shot_cot"), record_requests=False)
+    with serving(fake.app()) as server:
+        try:
+            yield fake, server
+        finally:
+            fake.gate.set()
+
+
+def test_two_runs_into_one_directory_one_refuses_naming_the_other(
+    gated: tuple[GatedOpenAI, ServerThread], data_dir: Path, tmp_path: Path
+) -> None:
+    fake, server = gated
+    out, n = tmp_path / "run", 12
+    both = [start(run_cmd(server.base_url, data_dir, out, n)) for _ in range(2)]
+    try:
+        # Whichever locked the directory waits on the gate; the other must refuse meanwhile.
+        wait_until(lambda: any(p.poll() is not None for p in both), "one run to refuse")
+        loser = next(p for p in both if p.poll() is not None)
+        winner = both[1] if loser is both[0] else both[0]
+        _, stderr = loser.communicate(timeout=60)
+        assert loser.returncode == 2, stderr
+        one_error_line(stderr, str(out), f"pid {winner.pid}")
+        assert winner.poll() is None and fake.arrived > 0
+    finally:
+        fake.gate.set()
+        outcome = {p.pid: (p.communicate(timeout=120)[1], p.returncode) for p in both}
+    stderr, code = outcome[winner.pid]
+    assert code == 0, stderr
+    complete_and_whole(out, n)
+
+
+def test_resuming_a_run_still_going_refuses(
+    gated: tuple[GatedOpenAI, ServerThread], data_dir: Path, tmp_path: Path
+) -> None:
+    fake, server = gated
+    out, n = tmp_path / "run", 12
+    running = start(run_cmd(server.base_url, data_dir, out, n))
+    try:
+        wait_until(lambda: fake.arrived > 0, "the run's first call")
+        resumed = run_hpt("run", "--resume", str(out), "--no-progress")
+        assert resumed.returncode == 2, resumed.stderr
+        one_error_line(resumed.stderr, str(out), f"pid {running.pid}")
+    finally:
+        fake.gate.set()
+        _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 0, stderr
+    complete_and_whole(out, n)  # no sample written twice
+
+
+def test_a_lock_left_by_a_killed_run_does_not_block_its_resume(
+    gated: tuple[GatedOpenAI, ServerThread], data_dir: Path, tmp_path: Path
+) -> None:
+    fake, server = gated
+    out, n = tmp_path / "run", 12
+    killed = start(run_cmd(server.base_url, data_dir, out, n))
+    wait_until(lambda: fake.arrived > 0, "the run's first call")
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate(timeout=30)
+    assert (out / LOCK).read_text().strip() == str(killed.pid)  # left behind, naming the dead
+    fake.gate.set()
+    resumed = run_hpt("run", "--resume", str(out), "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    complete_and_whole(out, n)
+
+
+def test_lock_refuses_a_second_holder_until_released(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    held = RunLock.take(out)
+    assert (out / LOCK).read_text().strip() == str(os.getpid())
+    with pytest.raises(RunDirError, match=f"pid {os.getpid()}"):
+        RunLock.take(out)
+    held.release()
+    assert not out.exists()  # made for the run, nothing written: removed again
+    out.mkdir()
+    (out / "keep").write_text("x")
+    again = RunLock.take(out)
+    again.release()
+    assert sorted(p.name for p in out.iterdir()) == ["keep"]  # a directory it did not make stays
+
+
+def test_resuming_a_read_only_run_directory_is_one_line(
+    fake_openai: tuple[FakeOpenAI, ServerThread], mounted: Path, data_dir: Path
+) -> None:
+    _, server = fake_openai
+    out = mounted / "run"
+    done = subprocess.run(run_cmd(server.base_url, data_dir, out, 3), env=env(), capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    subprocess.run(["mount", "-o", "remount,ro", str(mounted)], check=True)
+    resumed = run_hpt("run", "--resume", str(out), "--no-progress")
+    assert resumed.returncode == 2, resumed.stderr
+    one_error_line(resumed.stderr, str(out), "Read-only file system", "copy it")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

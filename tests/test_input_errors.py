@@ -161,11 +161,11 @@ def assert_one_line_error(outcome: Outcome, what: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("hpt: error: "), f"{what}: {outcome.err!r}"
 
 
-def assert_answered(outcome: Outcome, damage: Damage, file: Path) -> None:
+def assert_answered(outcome: Outcome, damage: Damage, file: Path, lenient: bool = False) -> None:
     """Exit 2 with one error line naming the file; exit 0 too where the damage may leave a
-    valid file."""
+    valid file, or the file is one whose damaged entries are made again (``lenient``)."""
     what = f"{file.name} ({damage.name})"
-    if damage.may_pass and outcome.code == 0:
+    if (damage.may_pass or lenient) and outcome.code == 0:
         assert "Traceback" not in outcome.err, f"{what}: {outcome.err}"
         return
     assert_one_line_error(outcome, what)
@@ -223,6 +223,9 @@ class Case:
     argv: Callable[[Path, Path, ServerThread, dict[str, Path]], list[object]]
     damage: Callable[[bytes], list[Damage]]
     owner: str | None = None  # the reader is another's, still being fixed
+    # hpt's own append log, whose damaged lines are passed over: exit 0, or an error
+    # naming the file where what is left contradicts the run.
+    lenient: bool = False
 
 
 def _all(*makers: Callable[[bytes], list[Damage]]) -> Callable[[bytes], list[Damage]]:
@@ -460,6 +463,21 @@ def _decompose_argv(tmp: Path, file: Path, server: ServerThread, runs: dict[str,
             server.base_url, "--out", tmp / "graph", "--limit", "1"]  # fmt: skip
 
 
+def _decompose_log(name: str) -> Callable[[Path, ServerThread, dict[str, Path]], Path]:
+    """A finished graph build's own log, to be damaged before the build runs again."""
+
+    def setup(tmp: Path, server: ServerThread, runs: dict[str, Path]) -> Path:
+        questions = _questions(tmp, server, runs)
+        assert main([str(a) for a in _decompose_argv(tmp, questions, server, runs)]) == 0
+        return tmp / "graph" / name
+
+    return setup
+
+
+def _decompose_again(tmp: Path, file: Path, server: ServerThread, runs: dict[str, Path]) -> list:
+    return [*_decompose_argv(tmp, tmp / "questions.jsonl", server, runs), "--resume"]
+
+
 # Run directories: the records and the description every reader takes
 def _run_file(run: str, name: str) -> Callable[[Path, ServerThread, dict[str, Path]], Path]:
     def setup(tmp: Path, server: ServerThread, runs: dict[str, Path]) -> Path:
@@ -504,7 +522,7 @@ RUN_DIR_CASES = [
         ("summarize", "boolq", _reader("summarize"), None, "records spec"),
         ("report", "boolq", _reader("report", "--no-plots", "--out", "{out}"), None, "records spec"),
         ("view", "boolq", _reader("view", "--no-open", "--out", "{out}"), None, "records"),
-        ("ceiling", "single", _reader("ceiling", "--baseline", "role", "--out", "{out}"), None,
+        ("ceiling", "single", _reader("ceiling", "--baseline", "role", "--no-plots", "--out", "{out}"), None,
          "records spec"),
         ("compare", "boolq", _two("compare", "--no-plots", "--out", "{out}"), None, "records spec"),
         ("agreement", "depthqa", _two("agreement"), None, "records"),
@@ -561,7 +579,16 @@ def _prices_argv(tmp: Path, file: Path, server: ServerThread, runs: dict[str, Pa
 
 
 def _scores_argv(tmp: Path, file: Path, server: ServerThread, runs: dict[str, Path]) -> list:
-    return ["ceiling", "--scores", file, "--baseline", "baseline", "--out", tmp / "out"]
+    return [
+        "ceiling",
+        "--scores",
+        file,
+        "--baseline",
+        "baseline",
+        "--no-plots",
+        "--out",
+        tmp / "out",
+    ]
 
 
 def _annotate_argv(tmp: Path, file: Path, server: ServerThread, runs: dict[str, Path]) -> list:
@@ -602,6 +629,9 @@ OTHER_CASES = [
     *(Case(f"graph-{name.split('.')[0]}", _graph(name), _graph_argv, JSONL)
       for name in ("questions.jsonl", "nodes.jsonl", "node_to_q.jsonl")),
     Case("decompose-questions", _questions, _decompose_argv, JSONL),
+    *(Case(f"decompose-{name.split('.')[0]}", _decompose_log(name), _decompose_again, JSONL,
+           lenient=True)
+      for name in ("decompose_state.jsonl", "decompose_replies.jsonl")),
     Case("report-prices", _write("prices.toml", PRICES), _prices_argv,
          _all(_bytes("prices"), _texts(PRICE_TYPES))),
     Case("ceiling-scores", _write("scores.csv", SCORES), _scores_argv,
@@ -639,7 +669,7 @@ def test_damaged_file_is_one_error_line(
         file.write_bytes(damage.data)
         outcome = invoke(case.argv(tmp, file, server, runs), capsys)
         try:
-            assert_answered(outcome, damage, file)
+            assert_answered(outcome, damage, file, lenient=case.lenient)
         except AssertionError as exc:
             failures.append(" ".join(str(exc).split())[:400])
     assert not failures, f"{len(failures)} answered wrongly:\n" + "\n".join(failures)

@@ -247,6 +247,24 @@ def parse_questions(reply: str, keys: Sequence[str]) -> list[str] | str:
 
 
 # -- the checkpoint ------------------------------------------------------------------------
+def log_lines(path: Path) -> list[str]:
+    """The lines of an append-only log this build wrote. A line cut short by an interruption
+    is ended (or the next entry would be glued to it and lost); a line that is not UTF-8
+    (damaged) is passed over like one that is not JSON. Split at newline bytes only: an
+    entry's text may hold other line separators (U+2028)."""
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        with path.open("ab") as fh:
+            fh.write(b"\n")
+    lines = []
+    for line in raw.split(b"\n"):
+        try:
+            lines.append(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+    return [line for line in lines if line]
+
+
 def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -265,12 +283,7 @@ class StateLog:
         self.entries: dict[tuple[str, str], dict[str, Any]] = {}
         self.reused = 0
         if path.is_file():
-            text = path.read_text(encoding="utf-8")
-            if text and not text.endswith("\n"):
-                # End the cut-short line, or the next entry would be glued to it and lost.
-                with path.open("a", encoding="utf-8") as fh:
-                    fh.write("\n")
-            for line in text.splitlines():
+            for line in log_lines(path):
                 try:
                     entry = json.loads(line)
                 except ValueError:
@@ -322,11 +335,7 @@ class ReplyLog:
         self.path = path
         self._seen: set[str] = set()
         if path.is_file():
-            text = path.read_text(encoding="utf-8")
-            if text and not text.endswith("\n"):  # cut short by an interruption: end it
-                with path.open("a", encoding="utf-8") as fh:
-                    fh.write("\n")
-            self._seen = {fingerprint(line) for line in text.splitlines()}
+            self._seen = {fingerprint(line) for line in log_lines(path)}
 
     def put(
         self, asking: Asking, reply: str | None, parsed: str | list[str] | None, error: str | None
@@ -996,11 +1005,13 @@ def _check_header(state: StateLog, spec: DecomposeSpec, label: str) -> None:
     if old is None:
         state.put("header", "run", inputs, mine)
         return
-    if old["input"] != inputs:
+    # What the header says, not its fingerprint: a damaged fingerprint alone is no mix.
+    if fingerprint({"model": old.get("model"), "params": old.get("params")}) != inputs:
         raise RunDirError(
             f"{spec.out} was built with model {old.get('model')!r} and params "
-            f"{old.get('params')}; this run has {label!r} and {mine['params']}. Continue with "
-            "the same model and generation options, or choose another --out"
+            f"{old.get('params')} (says {state.path.name}); this run has {label!r} and "
+            f"{mine['params']}. Continue with the same model and generation options, or "
+            "choose another --out"
         )
 
 

@@ -172,7 +172,7 @@ HOSTILE = {
     "subprocess": ("import subprocess\nsubprocess.run(['rm', '-rf', '/tmp/x'])", "blocked: subprocess"),
     "unbounded memory": ("x = []\nwhile True:\n    x.append(' ' * 10**7)", "memory limit"),
     "os.system": ("import os\nos.system('echo hi')", "blocked: os.system"),
-    "ctypes": ("import ctypes", "import of ctypes halted"),
+    "ctypes": ("import ctypes", "blocked: importing ctypes"),
 }  # fmt: skip
 
 

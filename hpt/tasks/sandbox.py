@@ -1,15 +1,31 @@
-"""Running generated code: a separate process per program, with limits, no network, a fresh
-temporary working directory, no secrets in its environment, and no way out of its files.
+"""Running generated code: a separate, confined process per program, with limits, no network,
+a private working directory, nothing of the caller's environment, and none of the user's files.
 
-Every outcome is a ``SandboxResult`` with a reason a person can read; a program that loops,
-forks, allocates without end, touches files elsewhere or opens sockets fails with its cause.
+Every outcome is a ``SandboxResult`` with a reason a person can read and the isolation it ran
+under; a program that loops, forks, allocates without end, touches files elsewhere or opens
+sockets fails with its cause.
 
-The exit status alone never passes a program. The harness (``sandbox_child.py``) proves that
-the program ran to its end and ``check(entry_point)`` returned by writing back a per-run
-random token, which it took from stdin before the program started, down a pipe of its own;
-a program that exits early (``sys.exit(0)``, ``os._exit(0)``, ``unittest.main()``, an
-``atexit`` hook) or prints a success marker has no token to show and fails with the reason.
-See the child's docstring for the threat model.
+Threat model, from the outside in:
+
+1. The boundary is bubblewrap (``sandbox_bwrap.py``): new user, PID, IPC, network, UTS and
+   cgroup namespaces, a root holding only the interpreter and the system's libraries
+   (read-only), a size-limited private tmpfs as the working directory, no ``/proc``, no
+   capabilities, a cleared environment, its own session, death with its parent. The user's
+   files, the project, the virtual environment, other processes and the network are not there
+   to be read, changed or signalled. Where bubblewrap cannot run, that is said once, loudly
+   (stderr), and programs run with today's fallback — ``unshare -rn`` (a network namespace) or
+   nothing — plus the harness's Python-level checks; every result records which
+   (``isolation``: "bubblewrap", "network namespace" or "python guard").
+2. Limits: CPU time, address space, file size and no core files (rlimits), a wall-clock
+   timeout, the process group killed whole (with bubblewrap, the PID namespace with it), at
+   most ``OUTPUT_CAP`` bytes of each output stream kept.
+3. The proof: the exit status alone never passes a program. The harness
+   (``sandbox_child.py``, whose docstring lists each attack and where it is stopped) writes a
+   fresh per-run token down a pipe only once ``check(entry_point)`` returned; the token reaches
+   it on stdin before the program exists, and the pipe reaches it over a Unix socket only at
+   the end, so the program can neither name the pipe nor read the token. A program that exits
+   early, prints a success marker, walks frames or the heap to the harness, or writes to stray
+   descriptors fails, with the reason.
 """
 
 from __future__ import annotations
@@ -20,18 +36,22 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import sys
 import tempfile
+import threading
 import time
 from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PROGRAM = "program.py"
+from hpt.tasks import sandbox_bwrap
+
 CHILD = Path(__file__).with_name("sandbox_child.py")
 OUTPUT_CAP = 16_384  # bytes of each stream kept for the reason; the rest is read and dropped
 PROOF_CAP = 4_096  # bytes kept of the proof pipe: the token, or the harness's reason
+MB = 1024 * 1024
 
 
 class SandboxLimits(BaseModel):
@@ -41,13 +61,14 @@ class SandboxLimits(BaseModel):
     cpu_s: int = Field(10, ge=1)
     memory_mb: int = Field(1024, ge=64)  # address space
     file_mb: int = Field(16, ge=1)  # largest file it may write (in its own directory)
+    disk_mb: int = Field(64, ge=1)  # all it may write, together (the size of its tmpfs)
 
 
 class SandboxResult(BaseModel):
     passed: bool
     reason: str  # "passed", or why not: "timed out after 10 s", "AssertionError", ...
     duration_s: float
-    isolation: str  # what kept the network out: "network namespace" or "python guard"
+    isolation: str  # what contained it: "bubblewrap", "network namespace" or "python guard"
 
 
 @cache
@@ -63,6 +84,49 @@ def _unshare_prefix() -> tuple[str, ...]:
     except (OSError, subprocess.TimeoutExpired):
         return ()
     return (tool, "-rn") if ok == 0 else ()
+
+
+@cache
+def _warn_without_bubblewrap(why: str, fallback: str) -> None:
+    """Once per process: generated code is about to run without the OS sandbox."""
+    print(
+        f"hpt: warning: {why}, so generated code (HumanEval) runs with weaker isolation "
+        f"({fallback} and Python-level checks): it could read or change your files; "
+        "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) to contain it",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+_choosing = threading.Lock()  # one probe, one warning, however many runs start at once
+
+
+def isolation(bubblewrap: bool = True) -> tuple[str, str | None, tuple[str, ...]]:
+    """``(name, bwrap or None, unshare prefix)``: the strongest isolation that works here
+    (bubblewrap unless told not to). Blocking: the first call probes (tens of ms)."""
+    with _choosing:
+        if bubblewrap:
+            bwrap, why = sandbox_bwrap.probe(CHILD)
+            if bwrap is not None:
+                return "bubblewrap", bwrap, ()
+        prefix = _unshare_prefix()
+        name = "network namespace" if prefix else "python guard"
+        if bubblewrap:
+            _warn_without_bubblewrap(why, name)
+        return name, None, prefix
+
+
+async def _feed(stream: asyncio.StreamWriter | None, data: bytes) -> None:
+    """The token and the program, on the child's stdin (more than a pipe holds: written as
+    the harness reads); a child that died early just leaves the rest unread."""
+    if stream is None:
+        return
+    with contextlib.suppress(ConnectionError):
+        stream.write(data)
+        await stream.drain()
+    stream.close()
+    with contextlib.suppress(ConnectionError):
+        await stream.wait_closed()
 
 
 async def _drain(stream: asyncio.StreamReader | None, cap: int = OUTPUT_CAP) -> bytes:
@@ -82,7 +146,7 @@ def _classify(line: str, limits: SandboxLimits) -> str | None:
     if "File too large" in line:
         return f"file size limit ({limits.file_mb} MB) exceeded"
     if "hpt sandbox:" in line:
-        return "blocked: " + line.split("hpt sandbox:", 1)[1].strip()
+        return "blocked: " + line.split("hpt sandbox:", 1)[1].strip().removesuffix(" is blocked")
     return None
 
 
@@ -118,57 +182,80 @@ def _verdict(
 
 
 class Sandbox:
-    """Runs programs, at most ``parallel`` at once (default: one per core)."""
+    """Runs programs, at most ``parallel`` at once (default: one per core), under bubblewrap
+    where it works (``bubblewrap=False``: the fallback, as without it)."""
 
-    def __init__(self, limits: SandboxLimits | None = None, parallel: int | None = None) -> None:
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        parallel: int | None = None,
+        bubblewrap: bool = True,
+    ) -> None:
         self.limits = limits or SandboxLimits()
+        self.bubblewrap = bubblewrap
         self._slots = asyncio.Semaphore(parallel or os.cpu_count() or 1)
 
     async def run(self, code: str, entry_point: str | None = None) -> SandboxResult:
         """Runs ``code`` as a module (not ``__main__``, stdin at end of file). Without an
         entry point it passes when the code runs to its end; with one, only when the
-        harness's own ``check(entry_point)`` call then returns."""
+        harness's own call of the program's last ``def check`` with it then returns."""
         if entry_point is not None and not entry_point.isidentifier():
             raise ValueError(f"entry point {entry_point!r} is not a Python name")
+        name, bwrap, prefix = await asyncio.to_thread(isolation, self.bubblewrap)
         async with self._slots:
+            if bwrap is not None:
+                argv = sandbox_bwrap.bwrap_argv(bwrap, CHILD, self.limits.disk_mb * MB)
+                return await self._run_in(None, [*argv], sandbox_bwrap.HARNESS, name, code,
+                                          entry_point)  # fmt: skip
             workdir = await asyncio.to_thread(tempfile.mkdtemp, prefix="hpt-sandbox-")
             try:
-                return await self._run_in(Path(workdir), code, entry_point)
+                return await self._run_in(Path(workdir), [*prefix], str(CHILD), name, code,
+                                          entry_point)  # fmt: skip
             finally:
                 await asyncio.to_thread(shutil.rmtree, workdir, True)
 
-    async def _run_in(self, workdir: Path, code: str, entry_point: str | None) -> SandboxResult:
+    async def _run_in(
+        self,
+        workdir: Path | None,
+        prefix: list[str],
+        harness: str,
+        isolation: str,
+        code: str,
+        entry_point: str | None,
+    ) -> SandboxResult:
         limits = self.limits
-        await asyncio.to_thread((workdir / PROGRAM).write_text, code, "utf-8")
-        prefix = _unshare_prefix()
-        env = {  # nothing of the caller's: no keys, no PYTHON* settings
+        env = {  # nothing of the caller's: no keys, no PYTHON* settings (bwrap clears even these)
             "PATH": "/usr/bin:/bin",
             "HOME": str(workdir),
             "TMPDIR": str(workdir),
             "LANG": "C.UTF-8",
-            "PYTHONHASHSEED": "0",
         }
         # The proof that check() returned: a fresh token the harness reads from stdin before
-        # the program exists, and writes back down its own pipe only once check() returned.
+        # the program exists, written back down a pipe whose descriptor waits in a socket
+        # until the harness takes it out, at the end.
         token = secrets.token_hex(16).encode()
-        token_r, token_w = os.pipe()
         proof_r, proof_w = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            os.write(token_w, token + b"\n")  # far below a pipe's buffer: never blocks
+            socket.send_fds(ours, [b"p"], [proof_w])
         finally:
-            os.close(token_w)
+            os.close(proof_w)
+            ours.close()
+        stdlib, dynload = sandbox_bwrap.python_dirs()
         argv = [
             *prefix,
-            sys.executable,
+            sandbox_bwrap.interpreter(),
             "-I",  # isolated: no user site, no PYTHON* variables, no script dir on sys.path
+            "-S",  # no site-packages: the standard library only
             "-B",
-            str(CHILD),
+            harness,
             str(limits.cpu_s),
-            str(limits.memory_mb * 1024 * 1024),
-            str(limits.file_mb * 1024 * 1024),
-            PROGRAM,
-            str(proof_w),
+            str(limits.memory_mb * MB),
+            str(limits.file_mb * MB),
+            str(theirs.fileno()),
             entry_point or "",
+            stdlib,
+            dynload,
         ]
         proof_reader = asyncio.StreamReader()
         proof_file = os.fdopen(proof_r, "rb", 0)
@@ -178,8 +265,7 @@ class Sandbox:
             )
         except BaseException:
             proof_file.close()
-            os.close(token_r)
-            os.close(proof_w)
+            theirs.close()
             raise
         try:
             started = time.perf_counter()
@@ -187,18 +273,20 @@ class Sandbox:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,
                     cwd=workdir,
-                    env=env,
-                    stdin=token_r,
+                    env=env if workdir is not None else {},
+                    stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
-                    pass_fds=(proof_w,),
+                    pass_fds=(theirs.fileno(),),
                     start_new_session=True,  # its own process group, killed whole
                 )
             finally:
-                os.close(token_r)
-                os.close(proof_w)  # the child's copy is the only writer left
+                theirs.close()  # the child's copy is the only one left
             drains = asyncio.gather(
-                _drain(proc.stdout), _drain(proc.stderr), _drain(proof_reader, PROOF_CAP)
+                _feed(proc.stdin, token + b"\n" + code.encode("utf-8", "surrogatepass")),
+                _drain(proc.stdout),
+                _drain(proc.stderr),
+                _drain(proof_reader, PROOF_CAP),
             )
             timed_out = False
             try:
@@ -209,15 +297,17 @@ class Sandbox:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)  # stragglers too
                 await proc.wait()
-            _, err, proof = await drains
+            _, _, err, proof = await drains
         finally:
             proof_transport.close()
         duration = time.perf_counter() - started
-        isolation = "network namespace" if prefix else "python guard"
+        status = proc.returncode or 0
+        if workdir is None and status > 128:  # bwrap reports a child killed by signal N as 128+N
+            status = 128 - status
         if timed_out:
             passed, reason = False, f"timed out after {limits.timeout_s:g} s"
         else:
             goal = "check()" if entry_point else "the program"
             err_text = err.decode("utf-8", "replace")
-            passed, reason = _verdict(proc.returncode or 0, proof, token, err_text, limits, goal)
+            passed, reason = _verdict(status, proof, token, err_text, limits, goal)
         return SandboxResult(passed=passed, reason=reason, duration_s=duration, isolation=isolation)

@@ -727,3 +727,26 @@ def test_a_bug_is_one_line_naming_the_saved_traceback(
     monkeypatch.setenv("HPT_DEBUG", "1")
     with pytest.raises(RuntimeError, match="no such state"):
         main(["view", str(tmp_path)])
+
+
+def test_a_damaged_embedding_cache_is_one_error_naming_it(tmp_path: Path) -> None:
+    import asyncio
+
+    import numpy as np
+
+    from hpt.backends import CacheError
+    from hpt.depth.embeddings import EmbeddingCache
+
+    path = tmp_path / "embeddings.sqlite3"
+    cache = EmbeddingCache(path)
+    rows = [(f"k{i}", "m", np.full(64, i, dtype=np.float32)) for i in range(400)]
+    asyncio.run(cache.put_many(rows))
+    valid = path.read_bytes()
+    page = 4096  # damage a page of rows, past the header the connection checks
+    for damage in [*byte_damage(valid, "embeddings"),
+                   Damage("page", valid[:page] + b"\xff" * page + valid[2 * page :])]:  # fmt: skip
+        path.write_bytes(damage.data)
+        try:
+            asyncio.run(cache.get_many([key for key, _, _ in rows]))
+        except CacheError as exc:
+            assert str(path) in str(exc), damage.name

@@ -175,6 +175,12 @@ class EmbeddingCache:
             ) from exc
         return conn
 
+    def _damaged(self, exc: sqlite3.Error) -> CacheError:
+        return CacheError(
+            f"the embedding cache {self.path} cannot be used ({exc}); delete it (it holds "
+            "only vectors that can be computed again) or pass --no-cache"
+        )
+
     def _get_many(self, keys: list[str]) -> dict[str, Vectors]:
         conn = self._connect()
         try:
@@ -187,6 +193,8 @@ class EmbeddingCache:
                 ):
                     found[key] = np.frombuffer(blob, dtype="<f4").astype(np.float32)
             return found
+        except sqlite3.Error as exc:  # damaged pages surface only when read
+            raise self._damaged(exc) from exc
         finally:
             conn.close()
 
@@ -202,6 +210,8 @@ class EmbeddingCache:
                         for k, m, v in rows
                     ],
                 )
+        except sqlite3.Error as exc:
+            raise self._damaged(exc) from exc
         finally:
             conn.close()
 

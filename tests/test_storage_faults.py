@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import resource
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,6 +242,29 @@ def test_a_run_that_fills_the_disk_stops_in_one_line_and_resumes(
     assert resumed.returncode == 0, resumed.stderr
     ids = [json.loads(k)["sample_id"] for k in _lines(out)]
     assert len(ids) == len(set(ids)) == n
+
+
+def test_a_file_size_limit_stops_the_run_too(
+    server: tuple[FakeOpenAI, str], data_dir: Path, tmp_path: Path
+) -> None:
+    """Needs no root: the records file meets RLIMIT_FSIZE (EFBIG; Python ignores SIGXFSZ)."""
+    fake, base_url = server
+    fake.delay_s = 0
+    out, n = tmp_path / "run", 400
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))
+
+    cmd = run_cmd(base_url, data_dir, out, n, "--no-cache")
+    done = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300,
+                          preexec_fn=limited)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    kept = _lines(out)
+    one_error_line(done.stderr, f"could not write a record to {out / 'samples.jsonl'}: File too "
+                   f"large; the run stopped: {len(kept)} records kept", "ulimit -f")  # fmt: skip
+    assert 0 < len(kept) < n and all(k.endswith("\n") for k in kept)
+    assert len(fake.requests) <= 3 * (len(kept) + 3 * CONCURRENCY), len(fake.requests)
+    assert _leftovers(out) == []
 
 
 def test_a_run_started_on_a_full_disk_leaves_nothing(

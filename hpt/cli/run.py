@@ -28,7 +28,6 @@ from hpt.cli.penalty import (
     given_penalty_flags,
 )
 from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
-from hpt.errors import StorageError
 from hpt.plugins import load_plugins
 from hpt.results.rundir import SAMPLES, SUMMARY
 from hpt.runs.config import ConfigError, validation_message
@@ -59,10 +58,9 @@ RUN_FLAGS = {
     "data_dir": "data_dir",
     "out": "out",
 }
-# A run stopped because a write failed (disk full, read-only, I/O error): not the user's input.
-EXIT_STORAGE = 1
-# What may change when a run is resumed: how fast it goes, not what it computes.
-RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts"}
+# What may change when a run is resumed: how fast it goes, not what it computes; and
+# --base-url, to give again the credentials an endpoint's URL had (run.json keeps none).
+RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts", "base_url"}
 
 
 def depth_modes(value: str) -> list[str]:
@@ -262,14 +260,16 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
         raise ConfigError(
             f"--resume continues the saved spec of {args.resume}; it cannot take "
             f"{', '.join(given)} (only --concurrency, --max-concurrency, --rpm, --tpm, "
-            f"--max-attempts, --keep-errors, --no-progress)"
+            f"--max-attempts, --base-url for an endpoint's credentials, --keep-errors, "
+            f"--trust-plugins, --no-progress)"
         )
     spec = load_saved_spec(args.resume).run_spec()
     # What the run was started with; a run directory from elsewhere must not run its code.
     load_saved_plugins(args.resume, spec.plugins, trust=args.trust_plugins)
+    spec = spec.restore_credentials([args.base_url] if args.base_url else [])
     update: dict[str, Any] = {"out": args.resume}
     for flag, key in (("concurrency", "concurrency"), *MODEL_FLAGS.items()):
-        if flag in RESUME_FLAGS and getattr(args, flag) is not None:
+        if flag in RESUME_FLAGS - {"base_url"} and getattr(args, flag) is not None:
             update[key] = getattr(args, flag)
     if args.max_attempts is not None:
         update["retry"] = (spec.retry or RetryPolicy()).model_copy(
@@ -307,11 +307,6 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
             markup=False,
         )
         return EXIT_INTERRUPTED if isinstance(stop, KeyboardInterrupt) else signals.EXIT_TERMINATED
-    except StorageError as exc:  # RunStopped: what failed, what was kept, how to go on
-        if progress is not None:
-            progress.stop()
-        err.print(f"hpt: error: {exc}", highlight=False, soft_wrap=True, markup=False)
-        return EXIT_STORAGE
     finally:
         if progress is not None:
             progress.stop()

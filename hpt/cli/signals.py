@@ -17,8 +17,9 @@ T = TypeVar("T")
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143, as a shell reports a process ended by SIGTERM
 
 
-class Terminated(Exception):
-    """SIGTERM cancelled the command; its clean-up has run."""
+class Terminated(BaseException):
+    """SIGTERM cancelled the command; its clean-up has run. A BaseException, as
+    KeyboardInterrupt is: no ``except Exception`` on its way out mistakes it for a failure."""
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:

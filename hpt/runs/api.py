@@ -51,11 +51,14 @@ async def resume(
     retry_errors: bool = True,
     observer: RunObserver | None = None,
     trust_plugins: bool = False,
+    base_url: str | None = None,
 ) -> RunResult:
     """Continue an interrupted run from its directory, without repeating finished samples.
 
     The plugins the run names are imported if installed as entry points or already imported;
-    any other is imported only with ``trust_plugins`` (it runs the module's code)."""
+    any other is imported only with ``trust_plugins`` (it runs the module's code). An
+    endpoint saved without the credentials its URL had is given again as ``base_url``."""
     spec = load_saved_spec(Path(out)).run_spec().model_copy(update={"out": Path(out)})
     load_saved_plugins(Path(out), spec.plugins, trust=trust_plugins)
+    spec = spec.restore_credentials([base_url] if base_url else [])
     return await run_evaluation(spec, observer, resume=True, retry_errors=retry_errors)

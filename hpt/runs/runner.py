@@ -383,6 +383,7 @@ def _stopped_message(
         errno.EROFS: "make it writable",
         errno.EACCES: "make it writable",
         errno.EPERM: "make it writable",
+        errno.EFBIG: "lift the file size limit (ulimit -f)",
     }.get(fault.cause.errno or 0, "check the disk")
     if not resumable:
         return f"{fault}; nothing was run: {remedy}, then start the run again"

@@ -112,14 +112,14 @@ def test_a_lock_left_by_a_killed_run_does_not_block_its_resume(
 
 
 def test_lock_refuses_a_second_holder_until_released(tmp_path: Path) -> None:
-    out = tmp_path / "run"
+    out = tmp_path / "runs" / "run"
     held = RunLock.take(out)
     assert (out / LOCK).read_text().strip() == str(os.getpid())
     with pytest.raises(RunDirError, match=f"pid {os.getpid()}"):
         RunLock.take(out)
     held.release()
-    assert not out.exists()  # made for the run, nothing written: removed again
-    out.mkdir()
+    assert list(tmp_path.iterdir()) == []  # made for the run, nothing written: removed again
+    out.mkdir(parents=True)
     (out / "keep").write_text("x")
     again = RunLock.take(out)
     again.release()

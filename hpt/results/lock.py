@@ -21,16 +21,17 @@ LOCK = ".lock"
 class RunLock:
     """The lock of a run directory, held from ``take`` to ``release``."""
 
-    def __init__(self, directory: Path, fd: int, created: bool) -> None:
+    def __init__(self, directory: Path, fd: int, created: list[Path]) -> None:
         self.directory = directory
         self._fd: int | None = fd
-        # A directory this run made is removed again if nothing was written to it.
+        # The directories this run made (the run directory first, then any parents), removed
+        # again if nothing was written to them.
         self._created = created
 
     @classmethod
     def take(cls, directory: Path) -> RunLock:
         """Lock ``directory`` (made if missing), or refuse naming the process that holds it."""
-        created = not directory.exists()
+        created = [d for d in (directory, *directory.parents) if not d.exists()]
         try:
             directory.mkdir(parents=True, exist_ok=True)
             while True:
@@ -67,9 +68,9 @@ class RunLock:
         with contextlib.suppress(OSError):
             os.unlink(self.directory / LOCK)  # before unlocking: see the module's docstring
         os.close(fd)
-        if self._created:
-            with contextlib.suppress(OSError):
-                self.directory.rmdir()  # only if empty: a failed start leaves nothing behind
+        with contextlib.suppress(OSError):  # only while empty: a failed start leaves nothing
+            for made in self._created:
+                made.rmdir()
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -750,3 +750,18 @@ def test_a_damaged_embedding_cache_is_one_error_naming_it(tmp_path: Path) -> Non
             asyncio.run(cache.get_many([key for key, _, _ in rows]))
         except CacheError as exc:
             assert str(path) in str(exc), damage.name
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["htp://h/v1", "http://[::1/v1", "http://127.0.0.1:99999/v1", "http://", "127.0.0.1:8080/v1",
+     "http://127.0.0.1:port/v1", "http://u:pw-24-secret@[::1/v1"],
+)  # fmt: skip
+def test_a_malformed_endpoint_is_one_error_line(
+    url: str, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["--model", "openai:m", "--base-url", url], ["--model", f"tgi:{url}"]):
+        outcome = invoke(["run", "--dataset", "boolq", "--data-dir", data_dir, *argv,
+                          "--out", tmp_path / "out"], capsys)  # fmt: skip
+        assert_one_line_error(outcome, url)
+        assert "pw-24-secret" not in outcome.err

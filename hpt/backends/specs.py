@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -59,7 +60,29 @@ def parse_model_spec(spec: str, named: Mapping[str, ModelConfig] | None = None) 
         ) from None
     for endpoint in config.endpoints:  # tgi:URL: a URL may carry credentials
         remember_url_credentials(endpoint)
+        try:
+            check_endpoint(endpoint)
+        except ValueError as exc:
+            raise UnknownModelSpecError(f"model spec {redact_urls(spec)!r}: {exc}") from None
     return config
+
+
+def check_endpoint(url: str) -> str:
+    """``url`` if it can be a model's endpoint (http or https, a host, a port 1-65535); else
+    a ValueError saying what is wrong, the URL shown without its credentials."""
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a bad IPv6 host or port
+        raise ValueError(f"{shown!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{shown!r} is not an http(s) URL with a host, such as http://localhost:8000/v1"
+        )
+    if port == 0:
+        raise ValueError(f"{shown!r}: port 0 is no server's port")
+    return url
 
 
 def _authority(url: str) -> str:

@@ -35,6 +35,7 @@ from hpt.backends import (
 )
 from hpt.backends.managed import ManagedBackend
 from hpt.backends.secrets import remember_url_credentials, without_credentials
+from hpt.backends.specs import check_endpoint
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,19 @@ class ModelSettings(RateLimitFields):
     def _blank_is_none(cls, value: str | None) -> str | None:
         if value:
             remember_url_credentials(value)
+            check_endpoint(value)
         return value or None
 
     @field_validator("models")
     @classmethod
-    def _remember_endpoints(cls, models: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
-        for config in models.values():
+    def _check_endpoints(cls, models: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
+        for name, config in models.items():
             for endpoint in config.endpoints:
                 remember_url_credentials(endpoint)
+                try:
+                    check_endpoint(endpoint)
+                except ValueError as exc:
+                    raise ValueError(f"{name}.endpoints: {exc}") from None
         return models
 
     @model_serializer(mode="wrap", when_used="json")

@@ -22,12 +22,14 @@ from hpt.backends.cache import ResponseCache
 from hpt.errors import StorageError
 from hpt.results.records import SampleRecord
 from hpt.results.store import RunStore
-from hpt.runs.runner import RunStopped, RunSummary
+from hpt.runs.runner import RunStopped, RunSummary, run_evaluation
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.run_faults import env, mounted_tmpfs, one_error_line, run_cmd  # noqa: F401
 from tests.run_fixtures import make_record
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI
+from tests.test_dspy_methods import Scripted, toy  # noqa: F401 (toy: a fixture)
+from tests.test_dspy_methods import spec as dspy_run_spec
 
 CONCURRENCY = 4
 
@@ -154,6 +156,35 @@ async def test_a_full_records_file_stops_the_calls_and_resume_finishes(
     assert len({r.sample_id for r in map(SampleRecord.model_validate_json, _lines(out))}) == n
 
 
+def _cache_fills_up(monkeypatch: pytest.MonkeyPatch, fake: FakeOpenAI, puts: int) -> list[int]:
+    """The response cache's disk fills after ``puts`` writes: from then on every use raises
+    its StorageError, as the cache does after a storage fault. Returns, once it has, the
+    number of calls the server had received at that moment."""
+    get, put = ResponseCache.get, ResponseCache.put
+    stored: list[int] = []
+    sent_when_full: list[int] = []
+
+    def full() -> None:
+        if len(stored) >= puts:
+            if not sent_when_full:
+                sent_when_full.append(len(fake.requests))
+            cause = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            raise StorageError("the response cache", Path("responses.sqlite3"), cause)
+
+    async def get_until_full(self: ResponseCache, *args: Any) -> Any:
+        full()
+        return await get(self, *args)
+
+    async def put_until_full(self: ResponseCache, *args: Any) -> None:
+        full()
+        stored.append(1)
+        await put(self, *args)
+
+    monkeypatch.setattr(ResponseCache, "get", get_until_full)
+    monkeypatch.setattr(ResponseCache, "put", put_until_full)
+    return sent_when_full
+
+
 async def test_a_cache_that_cannot_be_written_stops_the_run(
     server: tuple[FakeOpenAI, str], data_dir: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -161,19 +192,7 @@ async def test_a_cache_that_cannot_be_written_stops_the_run(
     fake, base_url = server
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     out, n = tmp_path / "run", 150
-    put = ResponseCache.put
-    stored: list[int] = []
-    sent_when_full: list[int] = []
-
-    async def put_until_full(self: ResponseCache, *args: Any, **kwargs: Any) -> None:
-        if len(stored) >= 60:
-            sent_when_full.append(len(fake.requests))
-            cause = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            raise StorageError("the response cache", tmp_path / "cache.sqlite", cause)
-        stored.append(1)
-        await put(self, *args, **kwargs)
-
-    monkeypatch.setattr(ResponseCache, "put", put_until_full)
+    sent_when_full = _cache_fills_up(monkeypatch, fake, puts=60)
     with pytest.raises(RunStopped) as raised:
         await _evaluate(base_url, data_dir, out, n)
     message = str(raised.value)
@@ -184,6 +203,27 @@ async def test_a_cache_that_cannot_be_written_stops_the_run(
     assert len(fake.requests) - sent_when_full[0] <= 2 * CONCURRENCY
     summary = json.loads((out / "summary.json").read_text())
     assert summary["cells"][0]["samples"] == len(kept)
+
+
+@pytest.mark.dspy
+@pytest.mark.usefixtures("toy")
+@pytest.mark.parametrize(
+    ("strategy", "puts"),
+    [("dspy_predict", 2), ("dspy_bfrs", 5)],  # evaluating, optimising
+)
+async def test_a_cache_fault_inside_dspy_stops_the_run(
+    strategy: str, puts: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DSPy wraps what an LM call raises on its way out of its worker thread; the fault is
+    found inside and stops the run all the same."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=Scripted())
+    sent_when_full = _cache_fills_up(monkeypatch, fake, puts)
+    args = {"dspy_bfrs": {"num_threads": 4}} if strategy == "dspy_bfrs" else {}
+    with serving(fake.app()) as srv, pytest.raises(RunStopped) as raised:
+        await run_evaluation(dspy_run_spec(srv, tmp_path / "run", strategy, strategy_args=args))
+    assert str(raised.value).startswith("could not write the response cache to ")
+    assert len(fake.requests) - sent_when_full[0] <= 2 * CONCURRENCY
 
 
 async def test_a_summary_that_cannot_be_written_is_said_and_no_tmp_stays(

@@ -564,6 +564,24 @@ ANNOTATION = {
 }
 
 
+PROGRAM = {"self": {"signature": {"instructions": "Answer the question.", "fields": []},
+                    "demos": []}}  # fmt: skip
+
+
+def _program_argv(tmp: Path, file: Path, server: ServerThread, runs: dict[str, Path]) -> list:
+    # A penalty set by hand: no note precedes the error line.
+    return run_argv(server, tmp / "out", "--dataset", "mmlu_pro", "--data-dir", SHARED,
+                    "--penalty", "3", "--strategies", "dspy_predict", "--program",
+                    f"dspy_predict={file}")  # fmt: skip
+
+
+def _run_annotations_argv(
+    tmp: Path, file: Path, server: ServerThread, runs: dict[str, Path]
+) -> list:
+    return run_argv(server, tmp / "out", "--dataset", "boolq", "--data-dir", SHARED,
+                    "--strategies", "role", "--annotations", file.parent)  # fmt: skip
+
+
 def _write(name: str, text: str) -> Callable[[Path, ServerThread, dict[str, Path]], Path]:
     def setup(tmp: Path, server: ServerThread, runs: dict[str, Path]) -> Path:
         path = tmp / name
@@ -638,6 +656,11 @@ OTHER_CASES = [
          _all(_bytes("scores"), _texts(SCORE_TYPES))),
     Case("annotations", _write("annotations/boolq.jsonl", json.dumps(ANNOTATION) + "\n"),
          _annotate_argv, JSONL),
+    Case("run-annotations", _write("annotations/boolq.jsonl", json.dumps(ANNOTATION) + "\n"),
+         _run_annotations_argv, JSONL),
+    Case("program", _write("program.json", json.dumps(PROGRAM)), _program_argv,  # slow: few
+         lambda valid: [d for d in _all(_bytes("program"), json_type_damage)(valid)
+                        if d.name in ("random-bytes", "not-utf8", "empty", "doc-is-[]", "self-type")]),
     Case("cache-stats", _cache_file, _cache_argv("stats"), _bytes("cache"), owner="H3: cache.py"),
     Case("cache-clear", _cache_file, _cache_argv("clear"), _bytes("cache"), owner="H3: cache.py"),
 ]  # fmt: skip

@@ -11,7 +11,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 # re-resolves it. run, install, test and lint install through it.
 LOCK    := packaging/constraints.txt
 
-.PHONY: install run test test-embeddings test-min lint lock bench clean browser
+.PHONY: install run test test-embeddings test-min lint lock bench clean browser sandbox
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +40,18 @@ browser:
 	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; \
 	  else echo "make test needs Debian's chromium: sudo apt-get install chromium"; exit 1; fi; }
 
+## HumanEval's generated code runs under Debian's bubblewrap (without it, with weaker
+## isolation and a warning); install it when missing (root).
+sandbox:
+	@command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's bubblewrap, the sandbox HumanEval's generated code runs in"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null \
+	    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; \
+	  else echo "make test needs Debian's bubblewrap: sudo apt-get install bubblewrap"; exit 1; fi; }
+
 ## The whole test suite, the end-to-end run on the embedded model included.
-test: $(VENV)/.installed-dev browser
+test: $(VENV)/.installed-dev browser sandbox
 	$(BIN)/pytest -q $(ARGS)
 
 # The sentence-transformers extra brings torch, installed first from TORCH: torch==2.13.0 is

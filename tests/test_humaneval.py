@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import socket
 import threading
 import time
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from hpt.tasks import get_task
-from hpt.tasks.humaneval import build_program, extract_code
-from hpt.tasks.sandbox import Sandbox, SandboxLimits, _verdict
+from hpt.tasks.humaneval import HumanEval, build_program, extract_code
+from hpt.tasks.sandbox import Sandbox, SandboxLimits, _verdict, isolation
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,15 @@ def humaneval(data_dir: Path):  # type: ignore[no-untyped-def]
     return get_task("humaneval", data_dir)
 
 
-async def test_all_canonical_solutions_pass_and_wrong_ones_fail(humaneval) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("bubblewrap", [True, False], ids=["bubblewrap", "fallback"])
+async def test_all_canonical_solutions_pass_and_wrong_ones_fail(
+    data_dir: Path, bubblewrap: bool
+) -> None:
+    if bubblewrap and isolation()[0] != "bubblewrap":
+        pytest.skip(
+            "bubblewrap cannot run here (make test installs it: apt-get install bubblewrap)"
+        )
+    humaneval = HumanEval(data_dir, sandbox=Sandbox(bubblewrap=bubblewrap))
     samples = humaneval._all()
     assert len(samples) == 164 and len(humaneval.load_samples()) == 161
     right = await asyncio.gather(*(humaneval.acheck(s, s.target) for s in samples))
@@ -32,6 +41,8 @@ async def test_all_canonical_solutions_pass_and_wrong_ones_fail(humaneval) -> No
     s = samples[2]  # truncate_number: return number % 1.0
     off = await humaneval.acheck(s, "    return number % 1.0 + 0.5\n")
     assert not off.resolved and off.detail == "AssertionError"
+    assert (await humaneval.sandbox.run("pass")).isolation == (
+        "bubblewrap" if bubblewrap else isolation(bubblewrap=False)[0])  # fmt: skip
 
 
 def test_code_extraction() -> None:
@@ -252,15 +263,27 @@ async def test_no_network() -> None:
         assert "OSError" in low_level.reason or "Error" in low_level.reason
 
 
-def test_sandbox_children_are_gone_after_a_timeout() -> None:
-    # A killed program leaves no process behind in its group.
+def processes() -> str:
+    return os.popen("ps -ww -eo args").read()  # whole command lines
+
+
+@pytest.mark.parametrize("bubblewrap", [True, False], ids=["bubblewrap", "fallback"])
+def test_sandbox_children_are_gone_after_a_timeout(bubblewrap: bool) -> None:
+    # A killed program leaves no process behind (with bubblewrap: neither bwrap nor its PID
+    # namespace). The entry point's name is on the command line: it tells this test's
+    # processes from other runs'.
+    marker = f"f_{secrets.token_hex(8)}"
+    program = f"def {marker}():\n    pass\n\nimport time\ntime.sleep(60)\n"
+
     async def go() -> None:
-        result = await Sandbox(SandboxLimits(timeout_s=1)).run("import time\ntime.sleep(60)")
-        assert "timed out" in result.reason
+        box = Sandbox(SandboxLimits(timeout_s=2), bubblewrap=bubblewrap)
+        started = asyncio.create_task(box.run(program, entry_point=marker))
+        await asyncio.sleep(1)
+        assert marker in await asyncio.to_thread(processes)  # it was there to be killed
+        assert "timed out" in (await started).reason
 
     asyncio.run(go())
-    out = os.popen("ps -eo args").read()
-    assert "hpt sandbox" not in out and "time.sleep(60)" not in out
+    assert marker not in processes()
 
 
 async def test_ladder_on_humaneval(

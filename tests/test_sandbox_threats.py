@@ -101,6 +101,14 @@ FORGERIES = {
                 globals()["check"] = lambda candidate: None
         check = Swap()
     """,
+    # The harness's module is the program's to change (so are the builtins): its verdict must
+    # not depend on anything looked up there once the program has started.
+    "rebinding the harness's helpers": """
+        import sys
+        harness = sys.modules["__main__"]
+        for name in ("_describe", "_exit_status", "_test_check", "_plain_data"):
+            setattr(harness, name, lambda *args, **kwargs: None)
+    """,
     "an always-equal return value": """
         class Yes:
             def __eq__(self, other):
@@ -162,12 +170,47 @@ REFUSED = {
         "making the module 'posix' afresh"),
     "reading /proc": ("import _io\nprint(_io.FileIO('/proc/self/status').read())\n", None),
 }  # fmt: skip
+# Attacks on the harness's own mechanisms (they did not exist before it).
+REFUSED_TOO = {
+    "_ctypes under another name": (
+        "import _imp, importlib.machinery, os, sys\n"
+        "so = [p for p in os.listdir(sys.path[2]) if p.startswith('_ctypes.')][0]\n"
+        "origin = os.path.join(sys.path[2], so)\n"
+        "_imp.create_dynamic(importlib.machinery.ModuleSpec('x._ctypes', None, origin=origin))\n",
+        "making the module 'x._ctypes' afresh"),
+    "driving a stand-in's generator": (
+        "import _imp\n"
+        "calls = [c.cell_contents for c in _imp.create_builtin.__closure__\n"
+        "         if type(c.cell_contents).__name__ == 'generator'][0]\n"
+        "call = next(calls)\nnext(call)\n"
+        "call.send((type('Spec', (), {'name': '_signal'})(),))\n",
+        "making the module '_signal' afresh"),
+    "a stand-in's frame": (
+        "import _imp\n"
+        "calls = [c.cell_contents for c in _imp.create_builtin.__closure__\n"
+        "         if type(c.cell_contents).__name__ == 'generator'][0]\n"
+        "calls.gi_frame\n",
+        "blocked: frame introspection (gi_frame)"),
+    "the frame of the hook that refused": (
+        "import sys\ntry:\n    sys._current_frames()\nexcept PermissionError as exc:\n"
+        "    tb = exc.__traceback__\n    while tb.tb_next:\n        tb = tb.tb_next\n"
+        "    tb.tb_frame\n",
+        "blocked: frame introspection (tb_frame)"),
+    "taking the proof channel": (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=int(sys.orig_argv[-4]))\n",
+        "blocked: network access"),
+    "adding an audit hook": (
+        "import sys\nseen = []\nsys.addaudithook(lambda event, args: seen.append(event))\n"
+        "import fractions\nassert seen, 'the hook was not added'\n",
+        "the hook was not added"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", list(REFUSED))
+@pytest.mark.parametrize("name", [*REFUSED, *REFUSED_TOO])
 async def test_the_harness_refuses(mode: str, name: str) -> None:
-    code, reason = REFUSED[name]
+    code, reason = {**REFUSED, **REFUSED_TOO}[name]
     right = "def f(x):\n    return x\n\n"
     result = await sandbox(mode).run(right + code + TEST, entry_point="f")
     assert not result.passed, result

@@ -35,7 +35,8 @@ needs in its own closure) and on replacing the few unaudited functions that matt
   ``gc.set_debug`` (``DEBUG_SAVEALL`` would hand over collected frames);
 - native code and forged bytecode: ``ctypes``/``_ctypes``/``cffi``, ``_testcapi`` and its
   kin, subinterpreters (``cpython.PyInterpreterState_New``), ``_tkinter`` (Tcl runs commands),
-  sqlite extensions, ``code.__new__``/``code.replace``, assigning ``__code__``, and
+  sqlite extensions, ``code.__new__``/``code.replace`` and assigning ``__code__`` (but for
+  ``types.coroutine``'s change of a flag), and
   ``marshal.loads``/``load`` except of a compiled standard-library file read back byte for byte;
   ``_imp.create_builtin``/``create_dynamic`` (a fresh ``posix`` or ``_signal``, or a ``.so`` the
   program wrote) are replaced by stand-ins whose originals live in generator frames;
@@ -111,7 +112,6 @@ REFUSED: dict[str, tuple[str, type[Exception]]] = {
     "gc.get_objects": ("heap introspection (gc.get_objects)", PermissionError),
     "gc.get_referrers": ("heap introspection (gc.get_referrers)", PermissionError),
     "gc.get_referents": ("heap introspection (gc.get_referents)", PermissionError),
-    "code.__new__": ("making code objects", PermissionError),
     "marshal.load": ("marshal.load", PermissionError),
     "cpython.PyInterpreterState_New": ("subinterpreters", PermissionError),
     "os.fork": ("os.fork", PermissionError),
@@ -230,6 +230,26 @@ def _policy(
     inside_roots, inside_dynload = tuple(root + "/" for root in roots), dynload + "/"
     home_slash = home + "/"
     last_bytecode: dict[int, str] = {}  # per thread: the standard-library .pyc it opened last
+    # types.coroutine (asyncio's decorators) sets a flag on a function's code: code.replace
+    # and __code__ from there alone. Finding the caller takes the hook's own sys._getframe.
+    getframe, coroutine, asking = sys._getframe, types.coroutine.__code__, set()
+    asking_add, asking_discard = asking.add, asking.discard
+
+    def from_coroutine() -> bool:
+        thread = ident()
+        asking_add(thread)
+        try:  # 0: here, 1: the hook, 2: the Python code whose call raised the event
+            return getframe(2).f_code is coroutine
+        except base_exception:
+            return False
+        finally:
+            asking_discard(thread)
+
+    def is_hidden(name: str) -> bool:  # "x._ctypes" is _ctypes too: PyInit__ctypes
+        for part in name.split("."):
+            if part in hidden:
+                return True
+        return False
 
     def text(path: object) -> str | None:
         kind = type_(path)
@@ -313,16 +333,21 @@ def _policy(
             opened(args[0], args[2])
         elif event == "import":
             name = args[0]
-            if type_(name) is str_ and (name in hidden or name.partition(".")[0] in hidden):
+            if type_(name) is str_ and is_hidden(name):
                 raise import_error(f"hpt sandbox: importing {name} is blocked")
         elif event == "sys._getframe":
+            if ident() in asking:
+                return
             raise value_error("hpt sandbox: frame introspection (sys._getframe) is blocked")
         elif event == "object.__getattr__":
             if args[1] in frame_attributes:
                 raise attribute(f"hpt sandbox: frame introspection ({args[1]}) is blocked")
         elif event == "object.__setattr__":
-            if args[1] == "__code__":
+            if args[1] == "__code__" and not from_coroutine():
                 refuse("assigning __code__")
+        elif event == "code.__new__":
+            if not from_coroutine():
+                refuse("making code objects")
         elif event == "marshal.loads":
             unmarshalled(args[0])
         elif event.startswith("socket."):
@@ -350,7 +375,7 @@ def _policy(
 
     def spec_name(spec: object) -> str:
         name = spec.name  # type: ignore[attr-defined]
-        if type_(name) is not str_ or name in loaded or name.partition(".")[0] in hidden:
+        if type_(name) is not str_ or name in loaded or is_hidden(name):
             raise import_error(f"hpt sandbox: making the module {name!r} afresh is blocked")
         return name  # type: ignore[no-any-return]
 
@@ -360,7 +385,12 @@ def _policy(
     def allow_dynamic(spec: object, file: object = None) -> tuple[Any, ...]:
         name, origin = spec_name(spec), spec.origin  # type: ignore[attr-defined]
         where = resolve(origin) if type_(origin) is str_ else None
-        if file is not None or where is None or not where.startswith(inside_dynload):
+        if (
+            file is not None
+            or where is None
+            or not where.startswith(inside_dynload)
+            or where.rpartition("/")[2].partition(".")[0] in hidden  # by file, whatever its name
+        ):
             raise import_error(f"hpt sandbox: loading {origin!r} is blocked")
         return (namespace(name=name, origin=where),)
 
@@ -492,9 +522,17 @@ def _describe(exc: BaseException | None, in_check: bool, checking: bool) -> str:
         return f"exited {before} (SystemExit {_exit_status(exc.code)})"
     if isinstance(exc, Exited):
         return f"os._exit called {before} (status {_exit_status(exc.status)})"
-    import traceback  # here: most programs pass, and this import is a tenth of the startup
-
-    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+    # As traceback.format_exception_only's last line, without its walk of the tracebacks
+    # (which reads tb_frame, and a chained exception's too).
+    kind = type(exc)
+    name = kind.__qualname__
+    if kind.__module__ not in ("__main__", "builtins"):
+        name = f"{kind.__module__}.{name}"
+    try:
+        text = str(exc).strip().splitlines()
+    except BaseException:  # a hostile __str__
+        text = []
+    return f"{name}: {text[-1]}" if text else name
 
 
 def main() -> None:

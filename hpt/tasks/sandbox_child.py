@@ -232,7 +232,7 @@ def _policy(
     last_bytecode: dict[int, str] = {}  # per thread: the standard-library .pyc it opened last
     # types.coroutine (asyncio's decorators) sets a flag on a function's code: code.replace
     # and __code__ from there alone. Finding the caller takes the hook's own sys._getframe.
-    getframe, coroutine, asking = sys._getframe, types.coroutine.__code__, set()
+    getframe, coroutine, asking = sys._getframe, types.coroutine.__code__, set[int]()
     asking_add, asking_discard = asking.add, asking.discard
 
     def from_coroutine() -> bool:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,11 +42,12 @@ def require_file(data_dir: Path, relative: str, dataset: str) -> Path:
 
 
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, line with its end) of a UTF-8 text file; bytes that are not UTF-8 are a
-    DatasetError naming the line. Decoded line by line (a newline byte is never part of
-    another character in UTF-8), so the error can say where; a byte-order mark is dropped."""
+    """(line number, line with its end) of a UTF-8 text file, gzip-compressed when its name
+    ends in .gz; bytes that are not UTF-8 are a DatasetError naming the line. Decoded line by
+    line (a newline byte is never part of another character in UTF-8), so the error can say
+    where; a byte-order mark is dropped."""
     try:
-        with path.open("rb") as fh:
+        with _open_bytes(path) as fh:
             for lineno, raw in enumerate(fh, 1):
                 try:
                     yield lineno, raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
@@ -52,8 +56,14 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
                         f"{path}:{lineno}: not UTF-8 text (byte {raw[exc.start]:#04x} at "
                         f"column {exc.start + 1}); is it the right file, or damaged?"
                     ) from None
-    except OSError as exc:
-        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: damaged gzip
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise DatasetError(f"cannot read {path}: {reason or type(exc).__name__}") from None
+
+
+def _open_bytes(path: Path) -> io.BufferedIOBase:
+    """A file's bytes; a .gz file's decompressed."""
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -150,9 +150,10 @@ def test_plugin_module_brings_dataset_provider_and_strategy(tmp_path: Path) -> N
                  "--out", str(out), "--no-cache", env=env)  # fmt: skip
     assert result.returncode == 0, result.stderr
     _check_run(out, times=3)
-    # The run remembers its plugin: resuming needs no --plugin.
+    # The run remembers its plugin: resuming needs no --plugin, only the user's word that the
+    # directory's code may run.
     assert json.loads((out / "run.json").read_text())["plugins"] == ["parityplug"]
-    again = hpt("run", "--resume", str(out), env=env)
+    again = hpt("run", "--resume", str(out), "--trust-plugins", env=env)
     assert again.returncode == 0, again.stderr
     # Reported by the table the dataset declared, with no plugin loaded at all.
     report = hpt("report", str(out), "--no-plots")

@@ -410,7 +410,7 @@ def _end_run(
     added to ``faults`` and the others are still tried. Whether the summary was written."""
     _kept_going(faults, store.close)
     written = _kept_going(faults, store.write_json, SUMMARY, result)
-    _kept_going(faults, _write_usage, programs)
+    _kept_going(faults, programs.write_usage)
     return written
 
 
@@ -421,13 +421,6 @@ def _kept_going(faults: list[StorageError], write: Callable[..., None], *args: A
         faults.append(exc)
         return False
     return True
-
-
-def _write_usage(programs: ProgramStore) -> None:
-    try:
-        programs.write_usage()
-    except OSError as exc:
-        raise StorageError("the programs' usage", programs.directory or ".", exc) from None
 
 
 # Workers start this far apart, not all at once. Calls sent in the same instant (every worker

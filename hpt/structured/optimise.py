@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hpt.backends import Backend, FatalBackendError, GenerationParams
+from hpt.errors import StorageError
 from hpt.results.records import Call
 from hpt.structured.engine import (
     OPTIMISATION,
@@ -376,13 +377,19 @@ def calls_file(program_file: Path) -> Path:
 
 def write_outcome(job: OptimisationJob, program: Any, program_file: Path) -> dict[str, Any]:
     """The program, its meta (calls/tokens of the optimisation) and its calls' traces; the
-    meta is written last, so a program with a meta file is complete."""
-    save_program(program, program_file)
-    with calls_file(program_file).open("w", encoding="utf-8") as out:
-        for call in job.calls:
-            out.write(call.model_dump_json() + "\n")
-    meta = job.meta(program_file)
-    meta_file(program_file).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    meta is written last, so a program with a meta file is complete. A write the storage
+    refuses stops the run (``StorageError``): an optimisation that cannot be kept is paid for
+    again on every resume."""
+    try:
+        save_program(program, program_file)
+        with calls_file(program_file).open("w", encoding="utf-8") as out:
+            for call in job.calls:
+                out.write(call.model_dump_json() + "\n")
+        meta = job.meta(program_file)
+        meta_file(program_file).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        meta_file(program_file).unlink(missing_ok=True)  # no meta: the program is not complete
+        raise StorageError("an optimised program", program_file, exc) from exc
     return meta
 
 

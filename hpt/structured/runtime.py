@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hpt.backends import Backend, FatalBackendError
+from hpt.errors import StorageError
 from hpt.structured.engine import Meter
 
 T = TypeVar("T")
@@ -68,9 +69,12 @@ class ProgramStore:
         and strategy (accumulated over this session of the run)."""
         if self.directory is None or not self.meters:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self.usage(), indent=2)
-        (self.directory / USAGE_FILE).write_text(text + "\n", encoding="utf-8")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            (self.directory / USAGE_FILE).write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise StorageError("the programs' usage", self.directory / USAGE_FILE, exc) from exc
 
 
 @dataclass

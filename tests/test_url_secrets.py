@@ -159,7 +159,6 @@ def test_a_resume_is_given_the_credentials_again(
     assert restored.params.model_fields_set == saved.params.model_fields_set
 
 
-@pytest.mark.xfail(strict=False, reason="H2: cli/run.py resume_spec calls restore_credentials")
 def test_resume_asks_for_the_credentials_and_takes_them(
     tgi: tuple[ServerThread, list[str | None]], data_dir: Path, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

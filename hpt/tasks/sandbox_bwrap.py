@@ -10,9 +10,11 @@ user, PID, IPC, network, UTS and cgroup namespaces, with a root of its own that 
   ``_testcapi``, subinterpreters, ``_tkinter``, ``_sqlite3``, …) by ``/dev/null``;
 - read-only: the harness, at ``/hpt/sandbox_child.py``;
 - writable: ``/sandbox``, a size-limited tmpfs (its working directory, HOME and TMPDIR);
-- a minimal ``/dev`` (null, zero, random, urandom, tty) and no ``/proc`` at all.
+- bubblewrap's minimal ``/dev`` (null, zero, full, random, urandom, tty, an empty shm) and no
+  ``/proc`` at all.
 
-Everything else — the user's home, the project, the virtual environment, ``/tmp``, ``/etc``,
+Everything else — the user's home, the project, the virtual environment, ``/tmp``, ``/etc``
+(but the loader's cache),
 other processes, the network — does not exist in there. The environment is cleared, every
 capability dropped, no further user namespace may be made, the program gets a session of its
 own (no terminal to inject keystrokes into) and dies with its parent.
@@ -37,12 +39,14 @@ HOME = "/sandbox"
 PROBE_TIMEOUT_S = 10.0
 
 
+@cache
 def interpreter() -> str:
     """The base interpreter (a venv's ``python`` is a link to it, or a copy beside a
     pyvenv.cfg that points at it), resolved so it can be bound at its own path."""
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
 
 
+@cache
 def python_dirs() -> tuple[str, str]:
     """The base interpreter's standard library and extension-module directories."""
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}

@@ -319,6 +319,8 @@ async def test_ladder_on_humaneval(
         assert r.resolved_level == 2
         assert r.attempts[0].detail.startswith("AssertionError") and not r.attempts[0].resolved
         assert r.attempts[1].detail == "passed"
+        # Every checked attempt says which isolation ran its program.
+        assert [a.notes.get("isolation") for a in r.attempts] == [isolation()[0]] * 2
 
 
 async def test_samples_per_task_reports_pass_at_k(

@@ -314,6 +314,15 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
         print_table(console, summary_table(result.summary, spec.strategies))
     else:
         print_table(console, cells_table(result.summaries))
-    console.print(f"records: {result.out / SAMPLES}  summary: {result.out / SUMMARY}")
-    console.print(f"report: hpt report {result.out}  traces: hpt view {result.out}")
+    # Paths as text: brackets in an --out are not markup.
+    console.print(
+        f"records: {result.out / SAMPLES}  summary: {result.out / SUMMARY}",
+        markup=False,
+        soft_wrap=True,
+    )
+    console.print(
+        f"report: hpt report {result.out}  traces: hpt view {result.out}",
+        markup=False,
+        soft_wrap=True,
+    )
     return 0

@@ -118,6 +118,7 @@ def _node(
         except NoAnswer as exc:
             outcome = {"detail": str(exc), "alternatives": ctx.alternatives}
         else:
+            ctx.notes.update(check.notes)
             outcome = {
                 "completion": completion,
                 "parsed": check.parsed,

@@ -21,11 +21,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, Field, field_serializer
+from pydantic import BaseModel, Field, ValidationError, field_serializer
 
 from hpt import __version__
 from hpt.backends import BackendStats, GenerationParams, ResponseCache
 from hpt.backends.managed import ManagedBackend
+from hpt.backends.secrets import redact_urls
 from hpt.errors import StorageError
 from hpt.graphs import (
     DEFAULT_LADDER,
@@ -149,19 +150,23 @@ def default_out_dir(spec: RunSpec) -> Path:
         text = re.sub(r"[^A-Za-z0-9._-]+", "_", "+".join(names))
         return text[:60]
 
-    return Path("runs") / f"{part(spec.dataset)}-{part(spec.model)}-{datetime.now():%Y%m%d-%H%M%S}"
+    models = part([redact_urls(m) for m in spec.model])  # no credentials in a folder name
+    return Path("runs") / f"{part(spec.dataset)}-{models}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
 def load_saved_spec(directory: Path) -> SavedSpec:
     try:
-        text = (directory / SPEC).read_text(encoding="utf-8")
+        raw = (directory / SPEC).read_bytes()
     except FileNotFoundError:
         raise RunDirError(f"{directory} is not a run directory (no {SPEC})") from None
-    try:
-        return SavedSpec.model_validate_json(text)
-    except ValueError as exc:
-        first = str(exc).splitlines()[0]
-        raise RunDirError(f"{directory / SPEC}: not a run spec ({first})") from None
+    except OSError as exc:
+        raise RunDirError(f"cannot read {directory / SPEC}: {exc.strerror}") from None
+    try:  # as bytes: text that is not UTF-8 is a ValidationError too
+        return SavedSpec.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "(document)"
+        raise RunDirError(f"{directory / SPEC}: not a run spec ({where}: {first['msg']})") from None
 
 
 def load_saved_plugins(directory: Path, modules: Sequence[str], *, trust: bool) -> None:

@@ -51,6 +51,9 @@ class Check(BaseModel):
     # attempt like the strategy's own).
     verdict: Verdict | None = None
     calls: list[Call] = Field(default_factory=list)
+    # What the attempt should carry about how it was checked (HumanEval: the sandbox's
+    # isolation), kept in the attempt's notes.
+    notes: dict[str, str] = Field(default_factory=dict)
 
 
 class Task(ABC):

@@ -10,16 +10,14 @@ not enough.
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from typing import Any
 
 from hpt.results.penalties import TABLE_4
 from hpt.tasks import tables
-from hpt.tasks.base import Check, DatasetError, Sample, Task
+from hpt.tasks.base import Check, Sample, Task
 from hpt.tasks.sandbox import Sandbox
-from hpt.tasks.sources import field, load_hub, require_file
+from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 # HumanEval/0..2 are the three-shot exemplars (the dataset has no other split) and are left
@@ -82,18 +80,7 @@ class HumanEval(Task):
             rows = load_hub(self.hub_id, None, self.hub_split)
             return [(f"{self.hub_id} row {i}", r) for i, r in enumerate(rows)]
         path = require_file(self.data_dir, "humaneval/HumanEval.jsonl.gz", self.name)
-        out = []
-        try:
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                for n, line in enumerate(fh, 1):
-                    if line.strip():
-                        try:
-                            out.append((f"{path}:{n}", json.loads(line)))
-                        except json.JSONDecodeError as exc:
-                            raise DatasetError(f"{path}:{n}: not JSON ({exc.msg})") from None
-        except (OSError, EOFError) as exc:
-            raise DatasetError(f"{path}: cannot read ({exc})") from None
-        return out
+        return [(f"{path}:{n}", row) for n, row in read_jsonl(path)]
 
     def _all(self) -> list[Sample]:
         samples = []
@@ -139,4 +126,9 @@ class HumanEval(Task):
             return Check(parsed=None, resolved=False, detail="no code in the completion")
         program = self.program(sample, completion)
         result = await self.sandbox.run(program, entry_point=sample.meta["entry_point"])
-        return Check(parsed=code, resolved=result.passed, detail=result.reason)
+        return Check(
+            parsed=code,
+            resolved=result.passed,
+            detail=result.reason,
+            notes={"isolation": result.isolation},
+        )

@@ -104,3 +104,20 @@ def test_sigterm_stops_the_embedded_model_server(data_dir: Path, tmp_path: Path)
     assert json.loads((out / "summary.json").read_text())["complete"] is False
     assert left == set(), "the embedded server outlived hpt"
     assert all(_refused(port) for port in servers.values())
+
+
+def test_sigterm_ends_other_long_commands_the_same_way(data_dir: Path, tmp_path: Path) -> None:
+    """judge-strategies (like decompose and annotate) runs through signals.run: SIGTERM while
+    its calls are in flight ends it with one line and 143, not a silent death."""
+    fake = FakeOpenAI(lambda body: "The answer is True.")
+    fake.delay_s = 30  # every call waits: SIGTERM comes while they are in flight
+    with serving(fake.app()) as srv:
+        proc = start([HPT, "judge-strategies", "--model", "openai:test-model", "--datasets",
+                      "boolq", "--strategies", "role", "--per-dataset", "2", "--data-dir",
+                      str(data_dir), "--out", str(tmp_path / "judge"), "--base-url",
+                      srv.base_url])  # fmt: skip
+        wait_until(lambda: bool(fake.requests), "a call in flight")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == signals.EXIT_TERMINATED == 143, err
+    assert err.strip().splitlines() == ["hpt: stopped by SIGTERM; finished work is kept"]

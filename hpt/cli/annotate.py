@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
+from hpt.cli import signals
 from hpt.cli.common import PlainTable, port, require_positive
 from hpt.cli.options import (
     add_generation_options,
@@ -160,7 +161,7 @@ def _by_model(
         where = f"{args.config} or the command line" if args.config else "command line"
         raise ConfigError(validation_message(exc, where)) from None
     name = model_annotator_name(spec)  # a bad model spec fails here, before any call
-    outcome = asyncio.run(annotate_with_model(spec, chosen, views, out))
+    outcome = signals.run(annotate_with_model(spec, chosen, views, out))
     console.print(
         f"{name}: scored {outcome.scored}, {outcome.already} scored before, "
         f"{len(outcome.failed)} without a valid reply",

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from hpt.cli import signals
 from hpt.cli.common import PlainTable, require_positive
 from hpt.cli.options import (
     add_generation_options,
@@ -111,7 +111,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(validation_message(exc, where)) from None
     spec.resolve(spec.model)  # a bad model spec fails before any data is read
     resolve_embedding(spec)
-    summary = asyncio.run(
+    summary = signals.run(
         run_decompose(spec, note=lambda text: console.print(f"[dim]{escape(text)}[/]"))
     )
     table = PlainTable(title=Text(f"DepthQA graph in {spec.out}"))

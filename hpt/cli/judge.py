@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 
+from hpt.cli import signals
 from hpt.cli.common import PlainTable, names, require_positive
 from hpt.cli.options import (
     add_generation_options,
@@ -69,7 +69,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     spec.resolve(spec.model)  # a bad model spec fails before any data is read
     if spec.judge_model:
         spec.resolve(spec.judge_model)
-    summary = asyncio.run(run_judge(spec))
+    summary = signals.run(run_judge(spec))
     table = PlainTable(title="Strategy complexity by LLM judge (mean 1-5)")
     table.add_column("strategy")
     for c in CRITERIA:

@@ -29,6 +29,7 @@ from hpt.cli import (
     judge,
     report,
     run,
+    signals,
     summarize,
     view,
 )
@@ -157,6 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(emoji=False)
     err = Console(stderr=True, emoji=False)
     load_dotenv_file()
+    # DSPy draws tqdm bars for its optimisers on both streams; hpt reports their progress and
+    # failures itself, and the bars would bury a one-line error.
+    os.environ.setdefault("TQDM_DISABLE", "1")
     try:
         return _dispatch(args, console, err)
     except USER_ERRORS as exc:
@@ -187,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("hpt: interrupted; finished samples are kept in the run directory")
         return EXIT_INTERRUPTED
+    except signals.Terminated:
+        err.print("hpt: stopped by SIGTERM; finished work is kept", markup=False)
+        return signals.EXIT_TERMINATED
     except Exception as exc:
         return _unexpected(err, exc)
     return EXIT_USAGE

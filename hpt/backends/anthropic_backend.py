@@ -19,6 +19,7 @@ from hpt.backends.base import Completion, GenerationParams, Message, Usage
 from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_protocol import classify_status, short
 from hpt.backends.secrets import remember_secret
+from hpt.backends.urls import split_query
 
 LEGACY_VERSION = "2023-06-01"
 
@@ -40,7 +41,9 @@ class AnthropicTransport:
             # None lets the SDK read ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL itself.
             self._client = AsyncAnthropic(
                 api_key=api_key,
-                base_url=base_url,
+                # The SDK appends routes to the whole URL: a query goes apart.
+                base_url=split_query(base_url)[0] if base_url else None,
+                default_query=split_query(base_url)[1] if base_url else None,
                 max_retries=0,
                 timeout=timeout_s,
                 default_headers=headers,

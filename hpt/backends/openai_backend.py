@@ -26,6 +26,7 @@ from hpt.backends.openai_protocol import (
     short,
 )
 from hpt.backends.secrets import remember_secret
+from hpt.backends.urls import split_query
 
 
 class OpenAITransport:
@@ -46,7 +47,9 @@ class OpenAITransport:
         try:
             # None lets the SDK read OPENAI_BASE_URL / OPENAI_API_KEY itself.
             self._client = AsyncOpenAI(
-                base_url=base_url,
+                # The SDK appends routes to the whole URL: a query goes apart.
+                base_url=split_query(base_url)[0] if base_url else None,
+                default_query=split_query(base_url)[1] if base_url else None,
                 api_key=api_key,
                 max_retries=0,  # retries are ours: bounded, jittered, and classified
                 timeout=timeout_s,

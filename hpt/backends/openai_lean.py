@@ -26,6 +26,7 @@ from hpt.backends.openai_protocol import (
     short,
 )
 from hpt.backends.secrets import remember_secret
+from hpt.backends.urls import join_route
 
 
 class LeanOpenAITransport:
@@ -44,7 +45,7 @@ class LeanOpenAITransport:
         self.provider = provider
         self.model = model
         self.endpoint = base_url.rstrip("/")
-        self._url = f"{self.endpoint}/chat/completions"
+        self._url = join_route(self.endpoint, "chat/completions")
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
@@ -94,7 +95,7 @@ class LeanOpenAITransport:
 
     async def start(self) -> None:
         try:
-            async with self._http().get(f"{self.endpoint}/models") as resp:
+            async with self._http().get(join_route(self.endpoint, "models")) as resp:
                 if resp.status in (401, 403):
                     raise FatalBackendError(
                         f"{self.endpoint} refused our credentials ({resp.status}); "

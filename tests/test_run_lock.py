@@ -140,3 +140,31 @@ def test_resuming_a_read_only_run_directory_is_one_line(
     assert resumed.returncode == 2, resumed.stderr
     one_error_line(resumed.stderr, str(out), "Read-only file system", "copy it")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("name", [LOCK, "samples.jsonl", "run.json.tmp", "summary.json"])
+def test_a_received_run_directory_cannot_write_through_links(tmp_path: Path, name: str) -> None:
+    """A run directory from someone else may hold links to the user's files; taking the lock
+    refuses them (and the lock itself is never opened through a link), so nothing outside
+    the run is truncated or written."""
+    run = tmp_path / "received"
+    run.mkdir()
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    (run / name).symlink_to(precious)
+    with pytest.raises(RunDirError, match="symbolic link"):
+        RunLock.take(run)
+    assert precious.read_text() == "keep me\n"
+
+
+def test_json_files_are_never_written_through_a_leftover_link(tmp_path: Path) -> None:
+    from hpt.results.store import RunStore
+    from hpt.runs.runner import RunSummary
+
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    (tmp_path / "summary.json.tmp").symlink_to(precious)
+    RunStore(tmp_path).write_json("summary.json", RunSummary(complete=True, cells=[]))
+    assert precious.read_text() == "keep me\n"
+    assert json.loads((tmp_path / "summary.json").read_text())["complete"] is True
+    assert not (tmp_path / "summary.json.tmp").exists()

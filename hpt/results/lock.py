@@ -9,13 +9,16 @@ locked (another holder may have removed it meanwhile) and tries again if not."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from pathlib import Path
 
-from hpt.results.rundir import RunDirError
+from hpt.results.rundir import SAMPLES, SPEC, SUMMARY, RunDirError
 
 LOCK = ".lock"
+# What a run writes in its directory, besides the lock (hpt.results.store, the runner's resume).
+WRITTEN = (SAMPLES, SPEC, SUMMARY, f"{SAMPLES}.resume", f"{SPEC}.tmp", f"{SUMMARY}.tmp")
 
 
 class RunLock:
@@ -35,7 +38,11 @@ class RunLock:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             while True:
-                fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+                # Never through a link: a run directory received from someone else could
+                # name any of the user's files as its lock, to be truncated and written.
+                fd = os.open(
+                    directory / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+                )
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -48,7 +55,13 @@ class RunLock:
                 if _same_file(fd, directory / LOCK):
                     break
                 os.close(fd)  # locked a file its last holder had just removed
+            _refuse_links(directory)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise RunDirError(
+                    f"{directory / LOCK} is a symbolic link; a run directory's own files must "
+                    f"not point elsewhere (remove it, or copy the run's files to a new folder)"
+                ) from None
             raise RunDirError(
                 f"cannot write run directory {directory}: {exc.strerror or exc}; a run "
                 f"writes to its directory as it goes (to resume a read-only one, copy it "
@@ -71,6 +84,18 @@ class RunLock:
         with contextlib.suppress(OSError):  # only while empty: a failed start leaves nothing
             for made in self._created:
                 made.rmdir()
+
+
+def _refuse_links(directory: Path) -> None:
+    """Refuse a run directory whose files hpt writes are symbolic links: writing through one
+    would change a file outside the run (a directory received from someone else can hold
+    ``samples.jsonl -> ~/.bashrc``)."""
+    for name in WRITTEN:
+        if (directory / name).is_symlink():
+            raise RunDirError(
+                f"{directory / name} is a symbolic link; a run directory's own files must not "
+                f"point elsewhere (copy the file it names into the run, or start a new run)"
+            )
 
 
 def _same_file(fd: int, path: Path) -> bool:

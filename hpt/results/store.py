@@ -94,7 +94,11 @@ class RunStore:
         path = self.directory / name
         tmp = path.with_suffix(path.suffix + ".tmp")
         try:
-            tmp.write_text(model.model_dump_json(indent=2) + "\n", encoding="utf-8")
+            tmp.unlink(missing_ok=True)  # a leftover, or a link: the new file is our own
+            # O_EXCL|O_NOFOLLOW: written only into a file this call made.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with open(fd, "w", encoding="utf-8") as fh:
+                fh.write(model.model_dump_json(indent=2) + "\n")
             os.replace(tmp, path)
         except OSError as exc:
             with contextlib.suppress(OSError):

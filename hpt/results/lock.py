@@ -36,8 +36,9 @@ class RunLock:
         """Lock ``directory`` (made if missing), or refuse naming the process that holds it."""
         created = [d for d in (directory, *directory.parents) if not d.exists()]
         try:
-            directory.mkdir(parents=True, exist_ok=True)
             while True:
+                # In the loop: a holder that just released may have removed the directory.
+                directory.mkdir(parents=True, exist_ok=True)
                 # Never through a link: a run directory received from someone else could
                 # name any of the user's files as its lock, to be truncated and written.
                 fd = os.open(
@@ -64,8 +65,8 @@ class RunLock:
                 ) from None
             raise RunDirError(
                 f"cannot write run directory {directory}: {exc.strerror or exc}; a run "
-                f"writes to its directory as it goes (to resume a read-only one, copy it "
-                f"somewhere writable and resume the copy)"
+                f"writes to its directory as it goes (choose a writable --out; to resume a "
+                f"read-only run, copy it somewhere writable and resume the copy)"
             ) from None
         # The pid is only for a refusal to name: a full disk that cannot take it is not this
         # lock's failure (the run's first write reports it).

@@ -112,9 +112,9 @@ class RecordReader:
     """The records of one run directory, streamed, each (sample, draw) of a cell once.
 
     Two writers, or hand-merged files, can leave a sample's record twice. The first one is
-    kept: it is the one ``hpt run --resume`` keeps (and rewrites the file to), so a summary
-    counts what a resumed run counts; and deciding at the first sight keeps the stream a
-    stream. Memory holds each cell's (sample, draw) keys, never the records.
+    kept: it is the one ``hpt run --resume --keep-errors`` keeps (a plain resume first drops
+    records that ended in an error, to run them again), and deciding at the first sight keeps
+    the stream a stream. Memory holds each cell's (sample, draw) keys, never the records.
 
     After a full pass ``duplicates`` (and ``duplicates_by_cell``) say how many were dropped,
     and ``on_duplicates(path, count)`` has been told, when there were any (by default: one

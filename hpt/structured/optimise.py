@@ -303,12 +303,13 @@ class OptimisationJob:
     def _failed_calls(self, verdict: str) -> OptimisationError:
         usage = self.meter.usage(OPTIMISATION)
         first = self.meter.first_failure(OPTIMISATION)
-        resume = f", then continue with: hpt run --resume {self.out}" if self.out else ""
+        # --resume keeps the spec (no --strategy-arg): a larger share means a new run.
+        resume = f" and continue with: hpt run --resume {self.out}" if self.out else ""
         return OptimisationError(
             f"{self.where}: {usage.failed_calls} of {usage.made} model calls failed during "
             f"optimisation, {verdict}; no program is saved (first failure: {first}). Fix what "
-            f"fails, or allow more with --strategy-arg {self.strategy}.max_failed_share=SHARE"
-            f"{resume}"
+            f"fails{resume}; or start a new run that allows more with --strategy-arg "
+            f"{self.strategy}.max_failed_share=SHARE"
         )
 
     def _check_failures(self) -> None:
@@ -388,7 +389,8 @@ def write_outcome(job: OptimisationJob, program: Any, program_file: Path) -> dic
         meta = job.meta(program_file)
         meta_file(program_file).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
-        meta_file(program_file).unlink(missing_ok=True)  # no meta: the program is not complete
+        for partial in (meta_file(program_file), calls_file(program_file)):
+            partial.unlink(missing_ok=True)  # no meta: the program is not complete
         raise StorageError("an optimised program", program_file, exc) from exc
     return meta
 

@@ -126,8 +126,11 @@ def save_program(program: Any, path: Path) -> None:
     """DSPy's own JSON (``program.save``), written whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".tmp.json")
-    program.save(str(tmp))
-    tmp.replace(path)
+    try:
+        program.save(str(tmp))
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)  # gone after the replace; a failed save leaves none
 
 
 def _predictor_states(data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

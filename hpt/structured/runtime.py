@@ -72,7 +72,13 @@ class ProgramStore:
         text = json.dumps(self.usage(), indent=2)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            (self.directory / USAGE_FILE).write_text(text + "\n", encoding="utf-8")
+            # Whole or not at all, as the run's own JSON files.
+            tmp = self.directory / f"{USAGE_FILE}.tmp"
+            try:
+                tmp.write_text(text + "\n", encoding="utf-8")
+                tmp.replace(self.directory / USAGE_FILE)
+            finally:
+                tmp.unlink(missing_ok=True)
         except OSError as exc:
             raise StorageError("the programs' usage", self.directory / USAGE_FILE, exc) from exc
 

@@ -264,6 +264,27 @@ async def test_a_cache_locked_at_open_is_left_alone_with_one_warning(
     assert len(_warnings(capsys.readouterr().err)) == 1
 
 
+async def test_reads_go_on_while_another_process_holds_the_write_lock(
+    server: tuple[FakeOpenAI, ServerThread], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A hit is only a read (WAL lets it past a writer), its count waits for no lock: so none
+    # of these gets, queued on the one worker, spends a busy wait, let alone one each.
+    fake, srv = server
+    path = tmp_path / "responses.sqlite3"
+    await _filled(path, srv)
+    with _locked(path, "writers"):
+        async with ResponseCache(path, busy_timeout_s=1.0) as cache, _model(srv, cache) as model:
+            asks = (model.complete(_ask(i), GenerationParams()) for i in range(N))
+            outs = await asyncio.gather(*asks)
+            assert all(o.cached for o in outs)
+            assert cache.unusable is None
+    assert fake.served == N  # only the filling run paid
+    assert _warnings(capsys.readouterr().err) == []
+    async with ResponseCache(path) as cache, _model(srv, cache) as model:
+        await _ask_all(model)  # the lock gone, hits are counted again
+        assert (await cache.stats()).hits == N
+
+
 async def _wait_for_flushes() -> None:
     """Let the batches gathered so far reach the file (or fail to)."""
     await asyncio.gather(*(t for t in asyncio.all_tasks() if t.get_name() == "hpt-cache-flush"))

@@ -6,8 +6,9 @@ completions are stored. All SQLite work runs on one worker thread, off the event
 WAL mode lets several runs share one file.
 
 Two things keep the cache off the hot path of a fresh run: the keys present at open are
-held in memory (as 64-bit prefixes), so a miss costs no database trip, and writes are
-gathered for ``FLUSH_AFTER_S`` and committed together.
+held in memory (as 64-bit prefixes), so a miss costs no database trip, and writes (hit
+counts too, so a read never needs the write lock) are gathered for ``FLUSH_AFTER_S`` and
+committed together.
 
 The cache is a convenience, and its faults are sorted by what they mean (``_fault``): a
 damaged file or one another process keeps locked past ``BUSY_TIMEOUT_S`` is left alone with
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS responses (
     completion TEXT NOT NULL
 )
 """
+_COUNT_HITS = "UPDATE responses SET hits = hits + ? WHERE key = ?"
 
 
 def default_cache_path() -> Path:
@@ -205,6 +207,7 @@ class ResponseCache:
         self._conn: sqlite3.Connection | None = None
         self._known: set[int] = set()
         self._pending: dict[str, tuple[str, str, str]] = {}
+        self._hits: dict[str, int] = {}  # served since the last batch, counted with it
         self._flush_armed = False
         self._flushes: set[asyncio.Task[None]] = set()
         # Why the file was left alone (damaged, locked); from then on every get misses and
@@ -233,16 +236,26 @@ class ResponseCache:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     # -- worker-thread side ------------------------------------------------------------
+    def _given_up(self) -> bool:
+        # Work queued before a fault was seen must not wait on the file (or reopen it) again.
+        return self.unusable is not None or self._failure is not None
+
     def _get(self, key: str) -> str | None:
+        if self._given_up():
+            return None
         conn = self._connect()
         row = conn.execute("SELECT completion FROM responses WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        conn.execute("UPDATE responses SET hits = hits + 1 WHERE key = ?", (key,))
-        return str(row[0])
+        return None if row is None else str(row[0])
 
-    def _put_many(self, rows: list[tuple[str, str, str, float, str]]) -> None:
+    def _put_many(
+        self, rows: list[tuple[str, str, str, float, str]], hits: list[tuple[int, str]]
+    ) -> None:
+        if self._given_up():
+            return
         conn = self._connect()
+        if not rows:
+            self._count_hits(conn, hits)
+            return
         with conn:  # one transaction for the batch
             conn.execute("BEGIN")
             conn.executemany(
@@ -250,6 +263,20 @@ class ResponseCache:
                 "VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
+            conn.executemany(_COUNT_HITS, hits)
+
+    def _count_hits(self, conn: sqlite3.Connection, hits: list[tuple[int, str]]) -> None:
+        # A count is worth no wait: while another process holds the write lock it is dropped.
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            with conn:
+                conn.execute("BEGIN")
+                conn.executemany(_COUNT_HITS, hits)
+        except sqlite3.OperationalError as exc:
+            if _code(exc) not in _LOCKED:
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {round(self._busy_timeout_s * 1000)}")
 
     def _load_known(self) -> set[int]:
         conn = self._connect()
@@ -296,9 +323,11 @@ class ResponseCache:
             failure.__cause__ = exc
             self._failure = failure
             self._pending = {}
+            self._hits = {}
             return failure
         self._known = set()
         self._pending = {}
+        self._hits = {}
         if self.unusable is None:
             self.unusable = _what_is_wrong(exc)
             sys.stderr.write(
@@ -345,6 +374,9 @@ class ResponseCache:
                 if self._fault(exc):
                     self._raise_failure()
                 return None
+            if blob is not None:
+                self._hits[key] = self._hits.get(key, 0) + 1
+                self._arm_flush()
         return None if blob is None else Completion.model_validate_json(blob)
 
     async def put(self, key: str, provider: str, model: str, completion: Completion) -> None:
@@ -354,6 +386,9 @@ class ResponseCache:
             return
         self._known.add(int(key[:16], 16))
         self._pending[key] = (provider, model, completion.model_dump_json())
+        self._arm_flush()
+
+    def _arm_flush(self) -> None:
         if not self._flush_armed:
             self._flush_armed = True
             flush = asyncio.create_task(self._flush_soon(), name="hpt-cache-flush")
@@ -370,13 +405,15 @@ class ResponseCache:
 
     async def flush(self) -> None:
         self._flush_armed = False
-        if not self._pending:
+        if not self._pending and not self._hits:
             return
         now = time.time()
         rows = [(k, p, m, now, blob) for k, (p, m, blob) in self._pending.items()]
+        hits = [(n, k) for k, n in self._hits.items()]
         self._pending = {}
+        self._hits = {}
         try:
-            await self._run(self._put_many, rows)
+            await self._run(self._put_many, rows, hits)
         except sqlite3.Error as exc:
             failure = self._fault(exc)
             if failure:
@@ -396,6 +433,7 @@ class ResponseCache:
         """Empty the cache; ``CacheDamagedError`` when the file cannot be used as a database
         (then ``remove_cache_files`` is the way to clear it)."""
         self._pending.clear()
+        self._hits.clear()
         self._known.clear()
         try:
             result: int = await self._run(self._clear)

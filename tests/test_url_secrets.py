@@ -157,6 +157,11 @@ def test_a_resume_is_given_the_credentials_again(
         saved.restore_credentials([f"http://{USER}:x@127.0.0.1:1"])
     restored = saved.restore_credentials([_url(server)])
     assert restored.model == [f"tgi:{_url(server)}"]
+    # Every resume hint (interrupted, stopped by a fault) asks for the endpoint again.
+    for spec in (saved, restored):
+        hint = spec.resume_command(out)
+        assert hint.startswith(f"hpt run --resume {out} --base-url '{_url(server, '***')}'")
+        assert SECRET not in hint
     assert restored.params.model_fields_set == saved.params.model_fields_set
 
 

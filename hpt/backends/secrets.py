@@ -129,6 +129,19 @@ def without_credentials(data: Any) -> Any:
     return data
 
 
+def urls_with_credentials(data: Any) -> list[str]:
+    """The URLs in JSON-like ``data`` that carry credentials (redacted, as they would be
+    saved): the endpoints a resume must be given again."""
+    if isinstance(data, str):
+        return [redact_url(m.group(0)) for m in _URL_IN_TEXT.finditer(data)
+                if _credentials(m.group(0))[0]]  # fmt: skip
+    if isinstance(data, list | tuple):
+        return [u for v in data for u in urls_with_credentials(v)]
+    if isinstance(data, dict):
+        return [u for v in data.values() for u in urls_with_credentials(v)]
+    return []
+
+
 def hidden_credentials(data: Any) -> list[str]:
     """The URLs in JSON-like ``data`` whose credentials were redacted (read back from a
     saved file): they cannot be called until the credentials are given again."""

@@ -301,7 +301,7 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
         how = "interrupted" if isinstance(stop, KeyboardInterrupt) else "stopped by SIGTERM"
         err.print(
             f"hpt: {how}; finished samples are kept in {spec.out}. "
-            f"Continue with: hpt run --resume {spec.out}",
+            f"Continue with: {spec.resume_command(spec.out)}",
             highlight=False,
             soft_wrap=True,
             markup=False,

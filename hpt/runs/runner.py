@@ -249,7 +249,7 @@ async def _run_locked(
         try:
             done = await asyncio.to_thread(_read_back, out, by_cell, retry_errors)
         except StorageError as exc:
-            raise RunStopped(exc, out, kept=None) from None
+            raise RunStopped(exc, out, spec.resume_command(out), kept=None) from None
     else:
         store.check_free()
     for p in plans:
@@ -327,7 +327,9 @@ async def _run_locked(
             store.write_json(SPEC, saved.model_copy(update={"out": out}))
         except StorageError as exc:
             store.close()
-            raise RunStopped(exc, out, kept=len(done), resumable=resume) from None
+            raise RunStopped(
+                exc, out, spec.resume_command(out), kept=len(done), resumable=resume
+            ) from None
         if not resume:
             store.create()
         observer.started(spec, total, out, done=total - sum(len(p.todo) for p in plans))
@@ -353,7 +355,12 @@ async def _run_locked(
             if faults:  # a storage fault outranks a cancellation: the user must hear of it
                 kept = len(done) + store.appended
                 raise RunStopped(
-                    faults[0], out, kept=kept, summary=summary_written, complete=complete
+                    faults[0],
+                    out,
+                    spec.resume_command(out),
+                    kept=kept,
+                    summary=summary_written,
+                    complete=complete,
                 )
     observer.finished(result)
     return RunResult(out=out, summaries=result.cells, complete=complete)
@@ -366,21 +373,22 @@ class RunStopped(StorageError):
         self,
         fault: StorageError,
         out: Path,
+        resume: str,
         *,
         kept: int | None,
         summary: bool = False,
         resumable: bool = True,
         complete: bool = False,
     ) -> None:
-        message = _stopped_message(fault, out, kept, summary, resumable, complete)
+        message = _stopped_message(fault, out, resume, kept, summary, resumable, complete)
         Exception.__init__(self, message)
         self.what, self.path, self.cause = fault.what, fault.path, fault.cause
         self.out, self.kept = out, kept
 
 
 def _stopped_message(
-    fault: StorageError, out: Path, kept: int | None, summary: bool, resumable: bool,
-    complete: bool,
+    fault: StorageError, out: Path, resume: str, kept: int | None, summary: bool,
+    resumable: bool, complete: bool,
 ) -> str:  # fmt: skip
     remedy = {
         errno.ENOSPC: "free some space",
@@ -393,7 +401,6 @@ def _stopped_message(
     if not resumable:
         return f"{fault}; nothing was run: {remedy}, then start the run again"
     records = out / SAMPLES
-    resume = f"hpt run --resume {out}"
     if kept is None:  # stopped before its first write: the run directory is as it was
         return f"{fault}; {records} is unchanged; {remedy}, then continue with: {resume}"
     where = (

@@ -18,6 +18,7 @@ from hpt.backends.secrets import (
     redact_url,
     redact_urls,
     remember_url_credentials,
+    urls_with_credentials,
 )
 from hpt.graphs import DEFAULT_LADDER
 from hpt.results.penalties import Penalty
@@ -143,6 +144,20 @@ class RunSpec(ModelSettings):
     @property
     def title(self) -> str:
         return " + ".join(self.dataset) + " · " + redact_urls(" + ".join(self.model))
+
+    def resume_command(self, out: Path) -> str:
+        """How to continue this run in ``out``: run.json keeps no credentials, so an endpoint
+        that had some must be given again."""
+        command = f"hpt run --resume {out}"
+        given = dict.fromkeys(
+            urls_with_credentials(self.model_dump(mode="json"))
+            + hidden_credentials(self.model_dump(mode="json"))
+        )
+        return (
+            command
+            + "".join(f" --base-url '{url}'" for url in given)
+            + (" (each URL with its credentials in place of ***)" if given else "")
+        )
 
     def restore_credentials(self, urls: Sequence[str]) -> RunSpec:
         """This spec as read back from run.json, which keeps every URL without its

@@ -168,3 +168,26 @@ def test_json_files_are_never_written_through_a_leftover_link(tmp_path: Path) ->
     assert precious.read_text() == "keep me\n"
     assert json.loads((tmp_path / "summary.json").read_text())["complete"] is True
     assert not (tmp_path / "summary.json.tmp").exists()
+
+
+async def test_cancelling_twice_still_waits_for_the_writer() -> None:
+    """The run's end closes the records and releases the lock only after the writer: a second
+    Ctrl-C (or an API caller cancelling twice) must not cut that wait short."""
+    import asyncio
+
+    from hpt.runs.runner import _outlast_cancellation
+
+    finished: list[bool] = []
+
+    async def writer() -> None:
+        await asyncio.sleep(0.2)
+        finished.append(True)
+
+    task = asyncio.create_task(writer())
+    outer = asyncio.create_task(_outlast_cancellation(task))
+    for _ in range(2):
+        await asyncio.sleep(0.01)
+        outer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await outer
+    assert finished == [True]

@@ -247,7 +247,12 @@ async def _run_locked(
         saved = load_saved_spec(out)
         by_cell = {p.cell: p for p in plans}
         try:
-            done = await asyncio.to_thread(_read_back, out, by_cell, retry_errors)
+            # Outlasting a cancellation: the lock is not released while it rewrites the file.
+            reading = asyncio.ensure_future(
+                asyncio.to_thread(_read_back, out, by_cell, retry_errors)
+            )
+            await _outlast_cancellation(reading)
+            done = reading.result()
         except StorageError as exc:
             raise RunStopped(exc, out, spec.resume_command(out), kept=None) from None
     else:
@@ -743,7 +748,26 @@ async def _climb_all(
         # Finished samples reach the disk even when the run stops early; those in flight are
         # abandoned and run again on resume. A writer that failed raises its StorageError.
         done.put_nowait(None)
-        await asyncio.shield(write_task)
+        await _outlast_cancellation(write_task)
+
+
+async def _outlast_cancellation(task: asyncio.Future[Any]) -> None:
+    """Await ``task`` to its end, whatever cancellations come meanwhile (a second Ctrl-C, an
+    API caller cancelling twice): the store is closed and the lock released only after it,
+    so no write goes on into a directory another run may then take. A cancellation that
+    came is raised again once it is done."""
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+            continue
+        break
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 async def _climb(plan: _CellPlan, sample: Sample, draw: int) -> SampleRecord:

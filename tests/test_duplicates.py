@@ -147,6 +147,19 @@ def test_view_counts_each_sample_once(runs, capsys, tmp_path) -> None:
     assert page.read_text() == clean
 
 
+def test_view_refuses_a_cell_in_two_directories(runs, capsys, tmp_path) -> None:
+    """A copy of a run given beside it would show (and count) each sample twice."""
+    import shutil
+
+    run, _ = runs
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    page = tmp_path / "view.html"
+    both = invoke(capsys, "view", run, copy, "--out", page, "--no-open")
+    assert both.code == 2 and not page.exists()
+    assert both.err.startswith("hpt: error:") and f"is in both {run} and {copy}" in both.err
+
+
 def test_ceiling_counts_each_sample_once(runs, capsys, tmp_path) -> None:
     from tests.test_ceiling import method_record
 

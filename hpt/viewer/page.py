@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from hpt.results.reader import read_records
 from hpt.results.records import Cell, DepthRecord, SampleRecord
+from hpt.results.rundir import RunDirError
 
 CHUNK = 200  # records per compressed block: small enough to open a sample at once
 
@@ -38,8 +39,17 @@ def _script_json(value: Any) -> str:
 
 
 def _records(run_dirs: Iterable[Path]) -> Iterator[SampleRecord]:
+    """Each directory's records; a cell found in two directories is refused, as reports
+    refuse it: its samples would be shown and counted twice."""
+    source: dict[Cell, Path] = {}
     for directory in run_dirs:
-        yield from read_records(directory)
+        for record in read_records(directory):
+            first = source.setdefault(record.cell, directory)
+            if first != directory:
+                raise RunDirError(
+                    f"{record.cell.title} is in both {first} and {directory}; view them separately"
+                )
+            yield record
 
 
 def write_view(run_dirs: list[Path], out: Path, title: str | None = None) -> int:

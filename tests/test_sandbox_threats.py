@@ -1,9 +1,11 @@
-"""The sandbox's threat model, attack by attack (hpt/tasks/sandbox.py, sandbox_child.py).
+"""The sandbox's threat model, attack by attack (hpt/tasks/sandbox.py, sandbox_child.py,
+sandbox_checker.py).
 
-Each attack runs under bubblewrap and under the fallback (no bubblewrap): the harness's
-guarantees hold in both, and what only the OS boundary gives is asserted only under it. Every
-forgery below resolved a wrong body before the sandbox was rebuilt, and every escape reached
-the user's files or processes."""
+Each attack runs under bubblewrap and under the fallback (no bubblewrap): the verdict comes
+from the checker, a process that never runs generated code, in both; the harness's refusals
+are defence in depth, and what only the OS boundary gives is asserted only under it. Every
+forgery below resolved a wrong body under an earlier design (the test ran in the program's
+own interpreter), and every escape reached the user's files or processes."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from hpt.tasks import sandbox_bwrap
+from hpt.tasks.humaneval import HumanEval
 from hpt.tasks.sandbox import Sandbox, SandboxLimits, SandboxResult, _unshare_prefix, isolation
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,8 +34,8 @@ def sandbox(mode: str) -> Sandbox:
     return Sandbox(SandboxLimits(timeout_s=10), bubblewrap=mode == "bubblewrap")
 
 
-# A wrong body and its test, as HumanEval builds a program: prompt + completion + test. The
-# attack sits in the completion, where a model's text goes.
+# A wrong body, as HumanEval builds a program (prompt + completion), and the test the checker
+# runs. The attack sits in the completion, where a model's text goes.
 WRONG = "def f(x):\n    return -x\n\n"
 TEST = "\n\ndef check(candidate):\n    assert candidate(2) == 2\n"
 # Given any frame, walk up to the harness's main() and prove success with its own token and
@@ -50,10 +54,70 @@ FORGE = textwrap.dedent("""
 """)
 
 
-async def attack(mode: str, completion: str) -> SandboxResult:
-    program = WRONG + FORGE + textwrap.dedent(completion) + TEST
-    return await sandbox(mode).run(program, entry_point="f")
+async def attack(mode: str, completion: str, tests: str = TEST) -> SandboxResult:
+    program = WRONG + FORGE + textwrap.dedent(completion)
+    return await sandbox(mode).run(program, entry_point="f", tests=tests)
 
+
+# The type-dict leak (CPython gh-152405): comparing a type's mappingproxy with an object whose
+# __eq__ keeps its argument hands over the type's real, writable dict.
+LEAK = """
+        class Leak:
+            def __eq__(self, other):
+                global leaked
+                leaked = other
+                return True
+    """
+# An object that says it equals anything, whose metaclass says its class is int (hash and ==):
+# `type(value) in {int, ...}` let it through the old harness's plain-data copy.
+ALWAYS_EQUAL = """
+        class Meta(type):
+            def __hash__(cls):
+                return hash(int)
+            def __eq__(cls, other):
+                return True
+        class Yes(metaclass=Meta):
+            def __eq__(self, other):
+                return True
+            def __ne__(self, other):
+                return False
+            def __sub__(self, other):
+                return 0
+            def __rsub__(self, other):
+                return 0
+            def __abs__(self):
+                return 0
+            def __bool__(self):
+                return True
+            __hash__ = object.__hash__
+    """
+
+
+# FunctionType's __code__ replaced (through the leak) by a descriptor that shows the test's
+# check()'s code on a no-op, which the program then puts in check()'s place.
+SWAP_CHECK = """
+        import sys
+        type(lambda: 0).__dict__ == Leak()
+        real = leaked["__code__"]
+        expected = []
+        def fake(candidate):
+            pass
+        class Code:
+            def __get__(self, obj, owner=None):
+                if obj is fake and expected:
+                    return expected[0]
+                return real.__get__(obj, owner)
+            def __set__(self, obj, value):
+                real.__set__(obj, value)
+        class Swap:
+            def __del__(self):
+                g = globals()
+                expected.append(g["check"].__code__)
+                g["check"] = fake
+                leaked["__code__"] = Code()
+                sys._clear_type_cache()
+        check = Swap()
+    """
 
 FORGERIES = {
     "sys._getframe walk to main()": "import sys\nforge(sys._getframe())\n",
@@ -106,7 +170,7 @@ FORGERIES = {
     "rebinding the harness's helpers": """
         import sys
         harness = sys.modules["__main__"]
-        for name in ("_describe", "_exit_status", "_test_check", "_plain_data"):
+        for name in ("_serve", "_policy", "_install", "_limit", "wire"):
             setattr(harness, name, lambda *args, **kwargs: None)
     """,
     "an always-equal return value": """
@@ -115,6 +179,29 @@ FORGERIES = {
                 return True
         def f(x):
             return Yes()
+    """,
+    "an always-equal value whose metaclass claims int": ALWAYS_EQUAL
+    + """
+        def f(x):
+            return Yes()
+    """,
+    "swapping check() through FunctionType's dict": LEAK + SWAP_CHECK,
+    # str's methods rewritten (through the leak) so the hook's checks of "ctypes" pass.
+    "ctypes past a rewritten str": LEAK
+    + """
+        import sys
+        str.__dict__ == Leak()
+        split, part, starts = leaked["split"], leaked["partition"], leaked["startswith"]
+        leaked["split"] = lambda s, sep=None, maxsplit=-1: (
+            [] if sep == "." and "ctypes" in s else split(s, sep, maxsplit))
+        leaked["partition"] = lambda s, sep: ("ok", "", "") if starts(s, "_ctypes.") else part(s, sep)
+        leaked["startswith"] = lambda s, p, *a: False if p == "ctypes." else starts(s, p, *a)
+        sys._clear_type_cache()
+        sys.modules.pop("ctypes", None)
+        import ctypes
+        get = ctypes.pythonapi.PyEval_GetFrame
+        get.restype = ctypes.py_object
+        forge(get())
     """,
 }
 
@@ -125,6 +212,37 @@ async def test_a_wrong_body_cannot_forge_the_proof(mode: str, name: str) -> None
     result = await attack(mode, FORGERIES[name])
     assert not result.passed, result
     assert "0" * 8 not in result.reason  # no token-like text came back either
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_shadowing_what_the_test_looks_up_changes_nothing(mode: str) -> None:
+    # The test's abs is the checker's: the program's own abs, whatever it says, is not.
+    test = "def check(candidate):\n    assert abs(candidate(3.5) - 3.5) < 1e-6\n"
+    shadow = "abs = lambda value: 0\nimport builtins\nbuiltins.abs = abs\n"
+    result = await attack(mode, shadow, tests=test)
+    assert not result.passed and result.reason == "AssertionError", result
+
+
+# The reviewer's generic completions, one text for every task (ENTRY: its entry point): an
+# always-equal object (once 154 of 161 passed), and check() swapped for a no-op (161 of 161).
+GAMES = {
+    "always equal": textwrap.dedent(ALWAYS_EQUAL) + "\ndef ENTRY(*args, **kwargs):\n    return Yes()\n",
+    "check() swapped": textwrap.dedent(LEAK + SWAP_CHECK) + "\ndef ENTRY(*args, **kwargs):\n    return None\n",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("game", list(GAMES))
+async def test_generic_gaming_completions_resolve_nothing(
+    mode: str, game: str, data_dir: Path
+) -> None:
+    task = HumanEval(data_dir, sandbox=sandbox(mode))
+    samples = task.load_samples()[:6]
+    checks = [
+        await task.acheck(s, "```python\n" + GAMES[game].replace("ENTRY", s.meta["entry_point"]) + "```")
+        for s in samples
+    ]  # fmt: skip
+    assert [c.detail for c in checks if c.resolved] == []
 
 
 # What a program may not even reach, forged proof or not: each runs at the module's end of a
@@ -196,10 +314,25 @@ REFUSED_TOO = {
         "    tb = exc.__traceback__\n    while tb.tb_next:\n        tb = tb.tb_next\n"
         "    tb.tb_frame\n",
         "blocked: frame introspection (tb_frame)"),
-    "taking the proof channel": (
+    "taking the checker's pipe as a socket": (
         "import socket, sys\n"
         "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=int(sys.orig_argv[-4]))\n",
         "blocked: network access"),
+    # Unaudited: a socket of its own, dup2'd over a descriptor to recvmsg what it carries.
+    "_socket.socketpair": (
+        "import _socket, os, sys\na, b = _socket.socketpair()\n"
+        "os.dup2(int(sys.orig_argv[-4]), a.fileno())\na.recvmsg(1, _socket.CMSG_SPACE(4))\n",
+        "blocked: network access (socketpair)"),
+    # FileIO.readall rewritten (through the leak) to answer what the marshal check compares.
+    "marshal.loads past a rewritten FileIO.readall": (textwrap.dedent(LEAK + """
+        import sys, marshal, _io, os, importlib.util
+        _io.FileIO.__dict__ == Leak()
+        _io.FileIO(importlib.util.cache_from_source(os.__file__)).close()
+        blob = marshal.dumps(compile("'forged code'", "x", "eval"))
+        leaked["readall"] = lambda self: b"\\0" * 16 + blob
+        sys._clear_type_cache()
+        marshal.loads(blob)
+    """), "blocked: marshal.loads"),
     "adding an audit hook": (
         "import sys\nseen = []\nsys.addaudithook(lambda event, args: seen.append(event))\n"
         "import fractions\nassert seen, 'the hook was not added'\n",
@@ -212,7 +345,7 @@ REFUSED_TOO = {
 async def test_the_harness_refuses(mode: str, name: str) -> None:
     code, reason = {**REFUSED, **REFUSED_TOO}[name]
     right = "def f(x):\n    return x\n\n"
-    result = await sandbox(mode).run(right + code + TEST, entry_point="f")
+    result = await sandbox(mode).run(right + code, entry_point="f", tests=TEST)
     assert not result.passed, result
     if reason is not None:
         assert reason in result.reason, result
@@ -240,13 +373,51 @@ async def test_files_outside_are_neither_changed_nor_read(mode: str, tmp_path: P
         "/proc/<ppid>/root read": (
             "import _io, os\n"
             f"raise ValueError(_io.FileIO(f'/proc/{{os.getppid()}}/root{secret}').read())"),
+        # str.startswith rewritten (through the leak) to tell the hook every path is at home.
+        "past a rewritten str.startswith": textwrap.dedent(LEAK + f"""
+        import os, sys, _io
+        home = os.getcwd() + "/"
+        str.__dict__ == Leak()
+        real = leaked["startswith"]
+        leaked["startswith"] = lambda s, p, *a: (
+            True if p == home else False if p == "socket." else real(s, p, *a))
+        sys._clear_type_cache()
+        _io.FileIO({str(written)!r}, "w").write(b"x")
+        raise ValueError(_io.FileIO({str(secret)!r}).read())
+        """),
     }  # fmt: skip
     box = sandbox(mode)
     for name, code in attempts.items():
         result = await box.run(code)
         assert not result.passed, (name, result)
         assert "sk-beside" not in result.reason, (name, result)
+        if mode == "fallback" and name == "past a rewritten str.startswith":
+            assert result.reason.startswith("blocked: writing"), result  # the hook still holds
     assert not touched.exists() and not written.exists()
+
+
+async def test_without_bubblewrap_descriptors_change_no_file_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the harness lets a program open to read (here: a stand-in for the standard library,
+    # so that nothing real is at stake) it may not change through the descriptor.
+    stdlib = tmp_path / "stdlib"
+    stdlib.mkdir()
+    victim = stdlib / "victim.py"
+    victim.write_text("x = 1\n")
+    victim.chmod(0o644)
+    before = victim.stat()
+    dynload = sandbox_bwrap.python_dirs()[1]
+    monkeypatch.setattr(sandbox_bwrap, "python_dirs", lambda: (str(stdlib), dynload))
+    box = sandbox("fallback")
+    opened = "import os, sys\nfd = os.open(sys.orig_argv[-2] + '/victim.py', os.O_RDONLY)\n"
+    for change, event in (("os.fchmod(fd, 0o777)", "os.chmod"), ("os.utime(fd, (0, 0))", "os.utime"),
+                          ("os.setxattr(fd, 'user.hpt', b'planted')", "os.setxattr")):  # fmt: skip
+        result = await box.run(opened + change)
+        assert not result.passed and result.reason == f"blocked: {event} on a descriptor", result
+    after = victim.stat()
+    assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns)
+    assert os.listxattr(victim) == []
 
 
 @pytest.mark.parametrize("mode", MODES)

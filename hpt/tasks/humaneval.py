@@ -41,9 +41,9 @@ def extract_code(completion: str, entry_point: str) -> str:
     return str(blocks[0])
 
 
-def build_program(prompt: str, completion: str, test: str, entry_point: str) -> str:
-    """The program text: prompt, completion, tests. ``check(entry_point)`` is not in it: the
-    sandbox's harness makes that call (``Sandbox.run(program, entry_point)``)."""
+def build_program(prompt: str, completion: str, entry_point: str) -> str:
+    """The program text: prompt and completion, without the test, which runs in the sandbox's
+    checker, a process of its own (``Sandbox.run(program, entry_point, tests, context)``)."""
     code = extract_code(completion, entry_point)
     if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.MULTILINE):
         # A whole function: the prompt first (its imports and helpers; its own def is then
@@ -51,7 +51,7 @@ def build_program(prompt: str, completion: str, test: str, entry_point: str) -> 
         body = f"{prompt}\n    pass\n\n{code}"
     else:
         body = prompt + code  # the completion continues the prompt's function body
-    return f"{body}\n\n{test}\n"
+    return f"{body}\n"
 
 
 class HumanEval(Task):
@@ -109,9 +109,7 @@ class HumanEval(Task):
         return list(EXEMPLAR_IDS)
 
     def program(self, sample: Sample, completion: str) -> str:
-        return build_program(
-            str(sample.fields["code"]), completion, sample.meta["test"], sample.meta["entry_point"]
-        )
+        return build_program(str(sample.fields["code"]), completion, sample.meta["entry_point"])
 
     def parse(self, completion: str, sample: Sample) -> str | None:
         code = extract_code(completion, sample.meta["entry_point"])
@@ -125,7 +123,12 @@ class HumanEval(Task):
         if code is None:
             return Check(parsed=None, resolved=False, detail="no code in the completion")
         program = self.program(sample, completion)
-        result = await self.sandbox.run(program, entry_point=sample.meta["entry_point"])
+        result = await self.sandbox.run(
+            program,
+            entry_point=sample.meta["entry_point"],
+            tests=sample.meta["test"],
+            context=str(sample.fields["code"]),
+        )
         return Check(
             parsed=code,
             resolved=result.passed,

@@ -32,26 +32,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
 import time
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from hpt.tasks import sandbox_bwrap
+from hpt.tasks.sandbox_checker import NO_WORD
 
 CHILD = Path(__file__).with_name("sandbox_child.py")
+CHECKER = Path(__file__).with_name("sandbox_checker.py")
 OUTPUT_CAP = 16_384  # bytes of each stream kept for the reason; the rest is read and dropped
 PROOF_CAP = 4_096  # bytes kept of the proof pipe: the token, or the harness's reason
 MB = 1024 * 1024
+GRACE_S = 1.0  # how long a failed check waits for the program to end by itself (its reason)
 
 
 class SandboxLimits(BaseModel):
@@ -181,6 +185,24 @@ def _verdict(
     return False, f"exit status {returncode}"
 
 
+def _ended(status: int, stderr: str, limits: SandboxLimits) -> str:
+    """Why the program stopped answering the checker: a limit, a signal, or its last word."""
+    if status == -signal.SIGXCPU:
+        return f"CPU time limit ({limits.cpu_s} s) exceeded"
+    if status == -signal.SIGXFSZ:
+        return f"file size limit ({limits.file_mb} MB) exceeded"
+    if status < 0:
+        return f"killed by signal {signal.Signals(-status).name}"
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else ""
+    if last.startswith('{"ended":'):  # what the harness could not send the checker
+        with contextlib.suppress(ValueError, AttributeError):
+            last = str(json.loads(last).get("ended"))
+    if last:
+        return _classify(last, limits) or last[:300]
+    return f"{NO_WORD} (exit status {status})"
+
+
 class Sandbox:
     """Runs programs, at most ``parallel`` at once (default: one per core), under bubblewrap
     where it works (``bubblewrap=False``: the fallback, as without it)."""
@@ -195,33 +217,31 @@ class Sandbox:
         self.bubblewrap = bubblewrap
         self._slots = asyncio.Semaphore(parallel or os.cpu_count() or 1)
 
-    async def run(self, code: str, entry_point: str | None = None) -> SandboxResult:
-        """Runs ``code`` as a module (not ``__main__``, stdin at end of file). Without an
-        entry point it passes when the code runs to its end; with one, only when the
-        harness's own call of the program's last ``def check`` with it then returns."""
+    async def run(
+        self, code: str, entry_point: str | None = None, tests: str = "", context: str = ""
+    ) -> SandboxResult:
+        """Runs ``code`` (the generated program: for HumanEval the prompt and the completion,
+        no test) as a module (not ``__main__``, stdin at end of file). Without an entry point
+        it passes when the code runs to its end. With one, the checker runs ``context`` (the
+        dataset's prompt: imports, helpers) and ``tests`` (the dataset's test code, which
+        defines ``check``) in a process of its own and passes only when its
+        ``check(entry_point)`` returned, each call of the candidate answered by the program."""
         if entry_point is not None and not entry_point.isidentifier():
             raise ValueError(f"entry point {entry_point!r} is not a Python name")
         name, bwrap, prefix = await asyncio.to_thread(isolation, self.bubblewrap)
+        job = _Job(code, entry_point, tests, context)
         async with self._slots:
             if bwrap is not None:
                 argv = sandbox_bwrap.bwrap_argv(bwrap, CHILD, self.limits.disk_mb * MB)
-                return await self._run_in(None, [*argv], sandbox_bwrap.HARNESS, name, code,
-                                          entry_point)  # fmt: skip
+                return await self._run_in(None, argv, sandbox_bwrap.HARNESS, name, job)
             workdir = await asyncio.to_thread(tempfile.mkdtemp, prefix="hpt-sandbox-")
             try:
-                return await self._run_in(Path(workdir), [*prefix], str(CHILD), name, code,
-                                          entry_point)  # fmt: skip
+                return await self._run_in(Path(workdir), [*prefix], str(CHILD), name, job)
             finally:
                 await asyncio.to_thread(shutil.rmtree, workdir, True)
 
     async def _run_in(
-        self,
-        workdir: Path | None,
-        prefix: list[str],
-        harness: str,
-        isolation: str,
-        code: str,
-        entry_point: str | None,
+        self, workdir: Path | None, prefix: list[str], harness: str, isolation: str, job: _Job
     ) -> SandboxResult:
         limits = self.limits
         env = {  # nothing of the caller's: no keys, no PYTHON* settings (bwrap clears even these)
@@ -230,19 +250,15 @@ class Sandbox:
             "TMPDIR": str(workdir),
             "LANG": "C.UTF-8",
         }
-        # The proof that check() returned: a fresh token the harness reads from stdin before
-        # the program exists, written back down a pipe whose descriptor waits in a socket
-        # until the harness takes it out, at the end.
+        # The checker's calls go down one pipe to the program and its answers come up another;
+        # the verdict, a fresh token the checker writes only when check() returned, comes up a
+        # third that only the checker holds.
         token = secrets.token_hex(16).encode()
         proof_r, proof_w = os.pipe()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            socket.send_fds(ours, [b"p"], [proof_w])
-        finally:
-            os.close(proof_w)
-            ours.close()
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
         stdlib, dynload = sandbox_bwrap.python_dirs()
-        argv = [
+        program_argv = [
             *prefix,
             sandbox_bwrap.interpreter(),
             "-I",  # isolated: no user site, no PYTHON* variables, no script dir on sys.path
@@ -252,62 +268,109 @@ class Sandbox:
             str(limits.cpu_s),
             str(limits.memory_mb * MB),
             str(limits.file_mb * MB),
-            str(theirs.fileno()),
-            entry_point or "",
+            str(request_r),
+            str(reply_w),
+            job.entry_point or "",
             stdlib,
             dynload,
         ]
+        checker_argv = [
+            sandbox_bwrap.interpreter(), "-I", "-S", "-B", str(CHECKER),
+            str(limits.cpu_s), str(limits.memory_mb * MB),
+            str(proof_w), str(request_w), str(reply_r),
+        ]  # fmt: skip
+        config = {"entry_point": job.entry_point, "context": job.context, "tests": job.tests}
+        checker_input = token + b"\n" + json.dumps(config).encode()
         proof_reader = asyncio.StreamReader()
         proof_file = os.fdopen(proof_r, "rb", 0)
+        procs: list[asyncio.subprocess.Process] = []
         try:
             proof_transport, _ = await asyncio.get_running_loop().connect_read_pipe(
                 lambda: asyncio.StreamReaderProtocol(proof_reader), proof_file
             )
         except BaseException:
             proof_file.close()
-            theirs.close()
+            for fd in (proof_w, request_r, request_w, reply_r, reply_w):
+                os.close(fd)
             raise
         try:
             started = time.perf_counter()
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv,
-                    cwd=workdir,
-                    env=env if workdir is not None else {},
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    pass_fds=(theirs.fileno(),),
-                    start_new_session=True,  # its own process group, killed whole
-                )
+                for argv, fds, cwd, environment in (
+                    (program_argv, (request_r, reply_w), workdir,
+                     env if workdir is not None else {}),
+                    (checker_argv, (proof_w, request_w, reply_r), "/", {"LANG": "C.UTF-8"}),
+                ):  # fmt: skip
+                    procs.append(
+                        await asyncio.create_subprocess_exec(
+                            *argv,
+                            cwd=cwd,
+                            env=environment,
+                            stdin=asyncio.subprocess.PIPE,
+                            stdout=asyncio.subprocess.PIPE,
+                            stderr=asyncio.subprocess.PIPE,
+                            pass_fds=fds,
+                            start_new_session=True,  # its own process group, killed whole
+                        )
+                    )
             finally:
-                theirs.close()  # the child's copy is the only one left
+                for fd in (proof_w, request_r, request_w, reply_r, reply_w):
+                    os.close(fd)  # the children's copies are the only ones left
+            program, checker = procs
+            feeds = asyncio.gather(
+                _feed(program.stdin, job.code.encode("utf-8", "surrogatepass")),
+                _feed(checker.stdin, checker_input),
+            )
             drains = asyncio.gather(
-                _feed(proc.stdin, token + b"\n" + code.encode("utf-8", "surrogatepass")),
-                _drain(proc.stdout),
-                _drain(proc.stderr),
+                _drain(program.stdout),
+                _drain(program.stderr),
+                _drain(checker.stdout),
+                _drain(checker.stderr),
                 _drain(proof_reader, PROOF_CAP),
             )
             timed_out = False
             try:
-                await asyncio.wait_for(proc.wait(), limits.timeout_s)
+                await asyncio.wait_for(checker.wait(), limits.timeout_s)
+                if checker.returncode:  # a moment for the program to end by itself, if it is
+                    left = limits.timeout_s - (time.perf_counter() - started)  # why it failed
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(program.wait(), min(GRACE_S, max(left, 0)))
             except TimeoutError:
                 timed_out = True
             finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)  # stragglers too
-                await proc.wait()
-            _, _, err, proof = await drains
+                await _kill(procs)
+            await feeds
+            _, err, _, checker_err, proof = await drains
         finally:
+            await _kill(procs)  # (when a start failed: the one that did start)
             proof_transport.close()
         duration = time.perf_counter() - started
-        status = proc.returncode or 0
+        status = program.returncode or 0
         if workdir is None and status > 128:  # bwrap reports a child killed by signal N as 128+N
             status = 128 - status
         if timed_out:
             passed, reason = False, f"timed out after {limits.timeout_s:g} s"
         else:
-            goal = "check()" if entry_point else "the program"
-            err_text = err.decode("utf-8", "replace")
-            passed, reason = _verdict(status, proof, token, err_text, limits, goal)
+            goal = "check()" if job.entry_point else "the program"
+            passed, reason = _verdict(
+                checker.returncode or 0, proof, token, checker_err.decode("utf-8", "replace"),
+                limits, goal)  # fmt: skip
+            if not passed and reason == NO_WORD:  # the program's own exit says why
+                reason = _ended(status, err.decode("utf-8", "replace"), limits)
         return SandboxResult(passed=passed, reason=reason, duration_s=duration, isolation=isolation)
+
+
+async def _kill(procs: list[asyncio.subprocess.Process]) -> None:
+    """Each process group, whole: the program is done once the checker is."""
+    for proc in procs:  # stragglers too (pidfd-less: a reaped leader's group may be gone)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    for proc in procs:
+        await proc.wait()
+
+
+class _Job(NamedTuple):
+    code: str
+    entry_point: str | None
+    tests: str
+    context: str

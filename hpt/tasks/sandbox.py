@@ -19,13 +19,26 @@ Threat model, from the outside in:
 2. Limits: CPU time, address space, file size and no core files (rlimits), a wall-clock
    timeout, the process group killed whole (with bubblewrap, the PID namespace with it), at
    most ``OUTPUT_CAP`` bytes of each output stream kept.
-3. The proof: the exit status alone never passes a program. The harness
-   (``sandbox_child.py``, whose docstring lists each attack and where it is stopped) writes a
-   fresh per-run token down a pipe only once ``check(entry_point)`` returned; the token reaches
-   it on stdin before the program exists, and the pipe reaches it over a Unix socket only at
-   the end, so the program can neither name the pipe nor read the token. A program that exits
-   early, prints a success marker, walks frames or the heap to the harness, or writes to stray
-   descriptors fails, with the reason.
+3. The verdict comes from a process that never runs generated code. The program (for
+   HumanEval: the prompt and the completion, without the test) runs in the sandbox under the
+   harness (``sandbox_child.py``), which then only answers calls of its entry point. The
+   checker (``sandbox_checker.py``: plain ``python -I -S``, outside the sandbox, under the same
+   rlimits, running only the dataset's text) builds the prompt's namespace and the test in a
+   process of its own, with the entry point a proxy that sends each call's arguments to the
+   program over a pipe and decodes the reply as plain data (``sandbox_wire.py``: tagged JSON,
+   types by identity; anything else raises), and writes a fresh per-run token to its own pipe
+   only when ``check(proxy)`` returned. A sample passes only on that exact token and the
+   checker's exit status 0; the program's status does not count, and both are killed at the
+   end. Shadowed builtins, a redefined ``check``, objects that equal anything, frames, the heap
+   and rewritten types stay in the program's interpreter; what crosses is bytes.
+
+What remains: the program sees the arguments the test passes (so one that knows a dataset's
+tests by heart can answer them from a table), and its answers are what it chose to return;
+a test that relies on the candidate changing its arguments in place sees copies. A whole
+program (no entry point) passes on its own word that it ran to its end: nothing of a dataset's
+is run then. Without
+bubblewrap, the harness's Python-level checks are all that keeps the program from the user's
+files: best effort.
 """
 
 from __future__ import annotations
@@ -53,7 +66,7 @@ from hpt.tasks.sandbox_checker import NO_WORD
 CHILD = Path(__file__).with_name("sandbox_child.py")
 CHECKER = Path(__file__).with_name("sandbox_checker.py")
 OUTPUT_CAP = 16_384  # bytes of each stream kept for the reason; the rest is read and dropped
-PROOF_CAP = 4_096  # bytes kept of the proof pipe: the token, or the harness's reason
+PROOF_CAP = 4_096  # bytes kept of the proof pipe: the token, or the checker's reason
 MB = 1024 * 1024
 GRACE_S = 1.0  # how long a failed check waits for the program to end by itself (its reason)
 
@@ -121,8 +134,8 @@ def isolation(bubblewrap: bool = True) -> tuple[str, str | None, tuple[str, ...]
 
 
 async def _feed(stream: asyncio.StreamWriter | None, data: bytes) -> None:
-    """The token and the program, on the child's stdin (more than a pipe holds: written as
-    the harness reads); a child that died early just leaves the rest unread."""
+    """The program, or the checker's token and job, on a child's stdin (more than a pipe
+    holds: written as it reads); a child that died early just leaves the rest unread."""
     if stream is None:
         return
     with contextlib.suppress(ConnectionError):
@@ -157,9 +170,9 @@ def _classify(line: str, limits: SandboxLimits) -> str | None:
 def _verdict(
     returncode: int, proof: bytes, token: bytes, stderr: str, limits: SandboxLimits, goal: str
 ) -> tuple[bool, str]:
-    """Passed only on the harness's exact token and exit status 0; else why not.
+    """Passed only on the checker's exact token and exit status 0; else why not.
 
-    ``proof`` is what came down the proof pipe: the token, or the harness's reason.
+    ``proof`` is what came down the proof pipe: the token, or the checker's reason.
     """
     if returncode == 0 and proof == token:
         return True, "passed"
@@ -167,10 +180,8 @@ def _verdict(
         return False, f"CPU time limit ({limits.cpu_s} s) exceeded"
     if returncode == -signal.SIGXFSZ:
         return False, f"file size limit ({limits.file_mb} MB) exceeded"
-    if token in proof and proof != token:
-        return False, "the program wrote into the harness's proof pipe"
     said = "" if proof == token else proof.decode("utf-8", "replace").strip()
-    if said:  # the harness's reason (or whatever the program wrote down the pipe)
+    if said:  # the checker's reason
         return False, _classify(said, limits) or said[:300]
     if returncode < 0:
         return False, f"killed by signal {signal.Signals(-returncode).name}"
@@ -180,8 +191,8 @@ def _verdict(
         return False, known
     if last:
         return False, last[:300]
-    if returncode == 0:  # no word from the harness: the program closed the proof pipe
-        return False, f"exit status 0 without the harness's proof that {goal} completed"
+    if returncode == 0:  # no word from the checker (it cannot happen: belt and braces)
+        return False, f"exit status 0 without the checker's proof that {goal} completed"
     return False, f"exit status {returncode}"
 
 

@@ -88,19 +88,28 @@ def _ended(reply: dict[str, Any]) -> ProgramEnded:
 
 def _raised(name: Any, text: Any) -> Exception:
     """What the candidate raised, as an exception of the checker's own: a builtin one by
-    name (a test may expect ValueError), else CandidateError."""
+    name (a test may expect ValueError), else CandidateError. Never StopIteration: raised
+    inside ``for x in map(candidate, ...)`` it would end the test's loop as if all were
+    checked."""
     name = name[:200] if type(name) is str else "Exception"
     text = text[: wire.TEXT_CAP] if type(text) is str else ""
     kind = vars(builtins).get(name)
-    if isinstance(kind, type) and issubclass(kind, Exception) and kind.__module__ == "builtins":
-        return kind(text) if text else kind()
+    if (
+        isinstance(kind, type)
+        and issubclass(kind, Exception)
+        and not issubclass(kind, (StopIteration, StopAsyncIteration))
+    ):
+        try:
+            return kind(text) if text else kind()
+        except Exception:  # one that wants other arguments (ExceptionGroup, UnicodeError…)
+            pass
     return CandidateError(f"{name}: {text}" if text else name)
 
 
 def proxy(channel: Channel, entry_point: str) -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            request = wire.encode([list(args), kwargs])
+            request = wire.encode([list(args), kwargs], others=False)
         except wire.WireError as exc:
             raise TypeError(f"the test's arguments cannot be sent: {exc}") from None
         channel.send(request)

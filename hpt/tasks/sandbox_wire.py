@@ -33,7 +33,7 @@ class WireError(ValueError):
     """A message that is not in the format (or too big, or too deep)."""
 
 
-def _tagged(value: Any, depth: int) -> list[Any]:
+def _tagged(value: Any, depth: int, others: bool) -> list[Any]:
     kind = type(value)
     if kind is type(None):
         return ["none"]
@@ -53,18 +53,24 @@ def _tagged(value: Any, depth: int) -> list[Any]:
         return ["range", str(value.start), str(value.stop), str(value.step)]
     if depth >= DEPTH:
         raise WireError(f"a value nested deeper than {DEPTH}")
+    depth += 1
     if kind is list or kind is tuple or kind is set or kind is frozenset:
-        return [kind.__name__, [_tagged(item, depth + 1) for item in value]]
+        return [kind.__name__, [_tagged(item, depth, others) for item in value]]
     if kind is dict:
-        return ["dict", [[_tagged(k, depth + 1), _tagged(v, depth + 1)] for k, v in value.items()]]
+        pairs = [[_tagged(k, depth, others), _tagged(v, depth, others)] for k, v in value.items()]
+        return ["dict", pairs]
     if hasattr(kind, "__next__"):  # an iterator or generator: its items, to the end
-        return ["iter", [_tagged(item, depth + 1) for item in value]]
-    return ["other", str(getattr(kind, "__name__", "object"))[:TEXT_CAP]]
+        return ["iter", [_tagged(item, depth, others) for item in value]]
+    name = str(getattr(kind, "__name__", "object"))[:TEXT_CAP]
+    if not others:
+        raise WireError(f"a {name} is not plain data")
+    return ["other", name]
 
 
-def encode(value: Any) -> bytes:
-    """One message (a line) carrying ``value``; ``WireError`` when it is too deep or big."""
-    line = json.dumps(_tagged(value, 0), ensure_ascii=True, separators=(",", ":")).encode()
+def encode(value: Any, others: bool = True) -> bytes:
+    """One message (a line) carrying ``value``; ``WireError`` when it is too deep or big, or
+    (``others=False``) holds what is not plain data."""
+    line = json.dumps(_tagged(value, 0, others), ensure_ascii=True, separators=(",", ":")).encode()
     if len(line) >= MESSAGE_CAP:
         raise WireError(f"a value of more than {MESSAGE_CAP} bytes")
     return line + b"\n"

@@ -1,7 +1,7 @@
 """Per-sample sandbox overhead for HumanEval, under bubblewrap and under the fallback (what
 runs without it: a network namespace and the harness's checks): a trivial program run one at
-a time (the cost of a fresh, confined interpreter), and all 164 canonical solutions with one
-run per core.
+a time (the cost of a fresh, confined interpreter and of the checker beside it), and all 164
+canonical solutions with one run per core.
 
     .venv/bin/python bench/sandbox.py [--runs 50] [--isolation both|bubblewrap|fallback]
 """

@@ -492,3 +492,61 @@ def test_without_bubblewrap_a_warning_once_and_the_isolation_recorded(tmp_path: 
     warnings = [line for line in done.stderr.splitlines() if line.startswith("hpt: warning:")]
     assert len(warnings) == 1 and "bubblewrap (bwrap) is not installed" in warnings[0]
     assert "apt-get install bubblewrap" in warnings[0]
+
+
+def test_the_wire_carries_plain_data_only() -> None:
+    from hpt.tasks import sandbox_wire as wire
+
+    def through(value: object) -> object:
+        return wire.decode(wire.parse(wire.encode(value).rstrip(b"\n")))
+
+    values = [None, True, 0, -(10**40), 1.5, -0.0, float("inf"), 2 - 3j, "é\udc80", b"\x00",
+              bytearray(b"x"), range(1, 9, 2), [1, (2, "3")], {1: {2.5}}, frozenset({"a"})]  # fmt: skip
+    for value in values:
+        back = through(value)
+        assert type(back) is type(value) and back == value, value
+    assert list(through(iter([1, 2]))) == [1, 2]  # type: ignore[call-overload]
+    nan = through(float("nan"))
+    assert type(nan) is float and nan != nan
+
+    class Int(int):
+        pass
+
+    class Meta(type):
+        def __hash__(cls) -> int:
+            return hash(int)
+
+        def __eq__(cls, other: object) -> bool:
+            return True
+
+    class Claims(metaclass=Meta):
+        pass
+
+    for other, name in ((Int(3), "Int"), ([Claims()], "Claims"), ({1: object()}, "object")):
+        with pytest.raises(TypeError, match=f"returned a {name} object"):
+            through(other)
+        with pytest.raises(wire.WireError):
+            wire.encode(other, others=False)
+    malformed = [b"[", b"{}", b'["int", "1_0"]', b'["int", " 1"]', b'["bool", 1]', b'["x"]',
+                 b'["set", [["list", []]]]', b'["dict", [[["list", []], ["none"]]]]',
+                 b'["int", "' + b"9" * 5000 + b'"]', b'["float", "nan", 1]', b'["range", "1", "2", "0"]',
+                 b'["list", [' * 150 + b'["none"]' + b"]]" * 150]  # fmt: skip
+    for line in malformed:
+        with pytest.raises(wire.WireError):
+            wire.decode(wire.parse(line))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_replies_the_checker_cannot_read_fail(mode: str) -> None:
+    # The program writes its own "replies" down the pipe: junk, a line longer than allowed, a
+    # value it claims is an int. None passes, whatever the program's exit.
+    fd = "import sys, os\nfd = int(sys.orig_argv[-4])\n"
+    junk = {
+        "junk": fd + "os.write(fd, b'not json\\n')\nos._exit(0)\n",
+        "too long": fd + "os.write(fd, b'[' * (33 * 1024 * 1024))\n",
+        "a forged int": fd + 'os.write(fd, b\'{"ready":true}\\n{"value":["int","2 "]}\\n\')\nos._exit(0)\n',
+    }  # fmt: skip
+    for name, code in junk.items():
+        result = await attack(mode, code)
+        assert not result.passed, (name, result)
+        assert "unreadable" in result.reason or "more than" in result.reason, (name, result)

@@ -53,7 +53,7 @@ class Channel:
     """Requests to the program and its replies, one JSON line each."""
 
     def __init__(self, request_fd: int, reply_fd: int) -> None:
-        self.request_fd, self.reply_fd, self.pending = request_fd, reply_fd, b""
+        self.request_fd, self.reply_fd, self.pending = request_fd, reply_fd, bytearray()
 
     def send(self, line: bytes) -> None:
         try:
@@ -64,14 +64,17 @@ class Channel:
             pass
 
     def receive(self) -> Any:
-        while b"\n" not in self.pending:
-            if len(self.pending) >= wire.MESSAGE_CAP:
+        searched = 0  # the buffer before this holds no newline (a long line: no quadratic scan)
+        while (end := self.pending.find(b"\n", searched)) < 0:
+            searched = len(self.pending)
+            if searched >= wire.MESSAGE_CAP:
                 raise ProgramEnded(f"the program sent more than {wire.MESSAGE_CAP} bytes")
             chunk = os.read(self.reply_fd, 1 << 16)
             if not chunk:
                 raise ProgramEnded(NO_WORD)
             self.pending += chunk
-        line, _, self.pending = self.pending.partition(b"\n")
+        line = bytes(self.pending[:end])
+        del self.pending[: end + 1]
         try:
             reply = wire.parse(line)
         except wire.WireError as exc:

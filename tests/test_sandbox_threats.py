@@ -429,6 +429,28 @@ async def test_without_bubblewrap_descriptors_change_no_file_outside(
     assert os.listxattr(victim) == []
 
 
+async def test_without_bubblewrap_c_code_writes_no_file_beside_the_standard_library(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # C code reports its open as ("path", "ab", 0): the mode, not the flags, says it writes.
+    # ssl's keylog file was such a door into the standard library's folder (second review).
+    stdlib = tmp_path / "stdlib"
+    stdlib.mkdir()
+    dynload = sandbox_bwrap.python_dirs()[1]
+    monkeypatch.setattr(sandbox_bwrap, "python_dirs", lambda: (str(stdlib), dynload))
+    box = sandbox("fallback")
+    keylog = (
+        "import ssl, sys\nctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)\n"
+        "ctx.keylog_filename = sys.orig_argv[-2] + '/planted.py'\n"
+    )
+    result = await box.run(keylog)
+    assert not result.passed and result.reason == "blocked: importing ssl", result
+    hook = "import sys\nsys.audit('open', sys.orig_argv[-2] + '/planted.py', 'ab', 0)\n"
+    result = await box.run(hook)
+    assert not result.passed and "writing" in result.reason and "outside" in result.reason
+    assert list(stdlib.iterdir()) == []
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_signals_do_not_reach_the_parent(mode: str) -> None:
     received: list[int] = []

@@ -87,6 +87,8 @@ HIDDEN_MODULES = frozenset((
     # C code that opens files or starts commands by itself, past the "open" and process events:
     "_tkinter", "tkinter", "_sqlite3", "sqlite3", "readline", "_posixshmem", "syslog", "spwd",
     "nis", "ossaudiodev", "_curses", "_curses_panel", "curses",
+    # No sockets in here, so no use for TLS; its keylog file is opened by C code.
+    "ssl", "_ssl",
 ))  # fmt: skip
 # Audit events refused outright, and what the reason calls them.
 REFUSED: dict[str, str] = {
@@ -263,7 +265,7 @@ def _policy(
     def refuse(what: str) -> NoReturn:
         raise permission(f"hpt sandbox: {what} is blocked")
 
-    def opened(path: object, flags: object) -> None:
+    def opened(path: object, mode: object, flags: object) -> None:
         if type_(path) is int_:
             return
         name = text(path)
@@ -271,6 +273,11 @@ def _policy(
             refuse(f"opening a {type_(path).__name__} (pass the path as str)")
         where = resolve(name)
         writing = type_(flags) is int_ and flags & write_flags  # type: ignore[operator]
+        # C code (ssl's keylog file) reports its mode as text and flags 0; `in` on a str is
+        # its C slot, not a lookup the program could rewrite.
+        if type_(mode) is str_:
+            said: str = mode  # type: ignore[assignment]
+            writing = writing or "w" in said or "a" in said or "x" in said or "+" in said
         if at_home(where):
             return
         if writing:
@@ -317,7 +324,7 @@ def _policy(
         if refused is not None:
             refuse(refused)
         if event == "open":
-            opened(args[0], args[2])
+            opened(args[0], args[1], args[2])
         elif event == "import":
             name = args[0]
             if type_(name) is str_ and is_hidden(name):

@@ -44,7 +44,13 @@ def third_party_imports() -> dict[str, dict[str, bool]]:
 
     def add(module: str, where: str, top: bool) -> None:
         name = module.split(".")[0]
-        if name != "hpt" and name != "__future__" and name not in sys.stdlib_module_names:
+        # A module beside the file, as a script run by path imports it (the sandbox's own).
+        sibling = (path.parent / f"{name}.py").is_file()
+        if (
+            name not in ("hpt", "__future__")
+            and name not in sys.stdlib_module_names
+            and not sibling
+        ):
             found.setdefault(name, {})[where] = top
 
     for path in sorted((REPO / "hpt").rglob("*.py")):

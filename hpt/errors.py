@@ -4,6 +4,9 @@ another (the runner, the command line)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
 
 
 class StorageError(Exception):
@@ -16,3 +19,16 @@ class StorageError(Exception):
         self.cause = cause
         reason = cause.strerror or type(cause).__name__
         super().__init__(f"could not write {what} to {self.path}: {reason}")
+
+
+def in_chain(exc: BaseException, kind: type[E]) -> E | None:
+    """The first exception of ``kind`` in ``exc``'s chain of causes and contexts (a library
+    such as DSPy may have wrapped it on its way out)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

@@ -27,7 +27,7 @@ from hpt import __version__
 from hpt.backends import BackendStats, GenerationParams, ResponseCache
 from hpt.backends.managed import ManagedBackend
 from hpt.backends.secrets import redact_urls
-from hpt.errors import StorageError
+from hpt.errors import StorageError, in_chain
 from hpt.graphs import (
     DEFAULT_LADDER,
     LadderRuntime,
@@ -667,21 +667,10 @@ def _first_failure(errors: Sequence[BaseException]) -> BaseException:
     however a strategy wrapped it), else the first (e.g. a rejected API key); the rest
     repeat it."""
     for exc in errors:
-        fault = _storage_fault(exc)
+        fault = in_chain(exc, StorageError)
         if fault is not None:
             return fault
     return errors[0]
-
-
-def _storage_fault(exc: BaseException) -> StorageError | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, StorageError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
 
 
 async def _climb_all(

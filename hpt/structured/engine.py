@@ -31,11 +31,12 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from hpt.backends import Backend, BackendError, Completion, GenerationParams, Message
+from hpt.errors import in_chain
 from hpt.results.records import Call
 
 Phase = Literal["optimisation", "evaluation"]
@@ -348,27 +349,12 @@ def adapter_labels(binding: EngineBinding) -> Any:
     return AdapterLabels()
 
 
-E = TypeVar("E", bound=BaseException)
-
-
-def _in_chain(exc: BaseException, kind: type[E]) -> E | None:
-    """The first exception of ``kind`` in ``exc``'s chain of causes and contexts."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
 def parse_error_in(exc: BaseException) -> BaseException | None:
     """The DSPy AdapterParseError (a reply not in DSPy's format) behind ``exc``, if any."""
     parse_error: type[BaseException] = dspy_module("utils.exceptions").AdapterParseError
-    return _in_chain(exc, parse_error)
+    return in_chain(exc, parse_error)
 
 
 def backend_error_in(exc: BaseException) -> BackendError | None:
     """The hpt BackendError that DSPy wrapped (in an LMError) on its way out, if any."""
-    return _in_chain(exc, BackendError)
+    return in_chain(exc, BackendError)

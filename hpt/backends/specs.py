@@ -59,7 +59,6 @@ def parse_model_spec(spec: str, named: Mapping[str, ModelConfig] | None = None) 
             f"model spec {redact_urls(spec)!r}: {_reason(exc)}; use '{provider.spec_help}'"
         ) from None
     for endpoint in config.endpoints:  # tgi:URL: a URL may carry credentials
-        remember_url_credentials(endpoint)
         try:
             check_endpoint(endpoint)
         except ValueError as exc:
@@ -69,7 +68,9 @@ def parse_model_spec(spec: str, named: Mapping[str, ModelConfig] | None = None) 
 
 def check_endpoint(url: str) -> str:
     """``url`` if it can be a model's endpoint (http or https, a host, a port 1-65535); else
-    a ValueError saying what is wrong, the URL shown without its credentials."""
+    a ValueError saying what is wrong, the URL shown without its credentials. Either way its
+    credentials are remembered first, so no later text shows them."""
+    remember_url_credentials(url)
     shown = redact_url(url)
     try:
         parts = urlsplit(url)

@@ -34,7 +34,7 @@ from hpt.backends import (
     spec_label,
 )
 from hpt.backends.managed import ManagedBackend
-from hpt.backends.secrets import remember_url_credentials, without_credentials
+from hpt.backends.secrets import without_credentials
 from hpt.backends.specs import check_endpoint
 
 
@@ -70,7 +70,6 @@ class ModelSettings(RateLimitFields):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         if value:
-            remember_url_credentials(value)
             check_endpoint(value)
         return value or None
 
@@ -79,7 +78,6 @@ class ModelSettings(RateLimitFields):
     def _check_endpoints(cls, models: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
         for name, config in models.items():
             for endpoint in config.endpoints:
-                remember_url_credentials(endpoint)
                 try:
                     check_endpoint(endpoint)
                 except ValueError as exc:

@@ -11,7 +11,6 @@ import gc
 import itertools
 import json
 import random
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,7 @@ from hpt.backends import GenerationParams, ManagedBackend, Message, ResponseCach
 from hpt.backends.cache import check_cache
 from hpt.errors import StorageError
 from tests.backend_helpers import FAST_RETRY, backend, serving
+from tests.run_faults import mounted_tmpfs  # noqa: F401 (the fixture "mounted")
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 
@@ -308,21 +308,10 @@ def _unretrieved() -> Iterator[list[dict[str, Any]]]:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
+def small_disk(mounted: Path) -> Path:
     """A real 512 KB filesystem (tmpfs), where root may mount one."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)], capture_output=True
-    )
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode(errors='replace').strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
+    subprocess.run(["mount", "-o", "remount,size=512k", str(mounted)], check=True)
+    return mounted
 
 
 def _fill(folder: Path) -> None:

@@ -149,10 +149,8 @@ class RunSpec(ModelSettings):
         """How to continue this run in ``out``: run.json keeps no credentials, so an endpoint
         that had some must be given again."""
         command = f"hpt run --resume {out}"
-        given = dict.fromkeys(
-            urls_with_credentials(self.model_dump(mode="json"))
-            + hidden_credentials(self.model_dump(mode="json"))
-        )
+        saved = self.model_dump(mode="json")
+        given = dict.fromkeys(urls_with_credentials(saved) + hidden_credentials(saved))
         return (
             command
             + "".join(f" --base-url '{url}'" for url in given)

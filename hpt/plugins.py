@@ -16,11 +16,13 @@ import importlib
 from collections.abc import Iterable
 from importlib.metadata import EntryPoint, entry_points
 
+from hpt.errors import HptError
+
 GROUP = "hpt.plugins"
 _loaded: set[str] = set()
 
 
-class PluginError(ImportError):
+class PluginError(HptError, ImportError):
     """A plugin could not be loaded: the message names it and what to check."""
 
 

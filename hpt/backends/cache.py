@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from pydantic_core import to_json
 
 from hpt.backends.base import Completion, GenerationParams, Message
-from hpt.errors import StorageError
+from hpt.errors import HptError, StorageError
 
 CACHE_ENV = "HPT_CACHE_DIR"
 FLUSH_AFTER_S = 0.05
@@ -158,7 +158,7 @@ class CacheCheck(BaseModel):
     damage: list[str] = []
 
 
-class CacheError(Exception):
+class CacheError(HptError):
     """The cache file cannot be opened or used."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from hpt.errors import HptError
 
-class BackendError(Exception):
+
+class BackendError(HptError):
     """A model call failed for this sample (after any retries); other samples may still work."""
 
 

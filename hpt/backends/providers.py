@@ -33,11 +33,12 @@ from hpt.backends.limits import BackendLimits, RateLimitFields
 from hpt.backends.managed import Transport
 from hpt.backends.retry import RetryPolicy
 from hpt.backends.secrets import secret_from_env
+from hpt.errors import HptError
 
 _KEYISH = {"api_key", "apikey", "key", "token", "secret", "password", "auth_token"}
 
 
-class UnknownModelSpecError(ValueError):
+class UnknownModelSpecError(HptError, ValueError):
     pass
 
 

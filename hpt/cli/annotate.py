@@ -27,6 +27,7 @@ from hpt.cli.options import (
     merge_model_options,
     model_settings_only,
 )
+from hpt.errors import validation_message
 from hpt.results.annotations import (
     ANNOTATIONS_ENV,
     annotations_file,
@@ -47,7 +48,7 @@ from hpt.runs.annotate import (
     representative_set,
     sample_view,
 )
-from hpt.runs.config import ConfigError, validation_message
+from hpt.runs.config import ConfigError
 from hpt.runs.penalties import declared_penalty
 from hpt.tasks import TASKS, get_task, resolve_data_dir
 

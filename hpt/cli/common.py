@@ -1,4 +1,4 @@
-"""What every subcommand shares: the errors a user can cause, exit codes, list arguments."""
+"""What every subcommand shares: exit codes, list arguments, tables of plain text."""
 
 from __future__ import annotations
 
@@ -9,33 +9,10 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from hpt.backends import BackendError, CacheError, UnknownModelSpecError
-from hpt.depth.graph import GraphError
-from hpt.graphs import UnknownStrategyError
-from hpt.plugins import PluginError
-from hpt.prompts import PromptError
-from hpt.reports import ReportError
-from hpt.results.rundir import RunDirError
+from hpt.errors import EXIT_FAILURE as EXIT_FAILURE
+from hpt.errors import EXIT_USAGE as EXIT_USAGE
 from hpt.runs.spec import ConfigError
-from hpt.tasks import DatasetError, UnknownTaskError
 
-# Each is reported as one line, "hpt: error: ...", with exit status 2.
-USER_ERRORS: tuple[type[Exception], ...] = (
-    PluginError,
-    BackendError,
-    CacheError,
-    ConfigError,
-    DatasetError,
-    GraphError,
-    PromptError,
-    ReportError,
-    RunDirError,
-    UnknownModelSpecError,
-    UnknownStrategyError,
-    UnknownTaskError,
-)
-EXIT_FAILURE = 1  # the machine's failure (a full disk) or hpt's own (a bug)
-EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 

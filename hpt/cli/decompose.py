@@ -20,7 +20,8 @@ from hpt.cli.options import (
     merge_model_options,
     model_settings_only,
 )
-from hpt.runs.config import ConfigError, validation_message
+from hpt.errors import validation_message
+from hpt.runs.config import ConfigError
 
 # Kept here, not imported: hpt.depth.decompose is loaded only when the command runs.
 DEFAULT_TEMPERATURE = 0.7

@@ -18,9 +18,10 @@ from hpt.cli.options import (
     merge_model_options,
     model_settings_only,
 )
+from hpt.errors import validation_message
 from hpt.graphs import DEFAULT_LADDER, resolve_strategies
 from hpt.results.rundir import RunDirError
-from hpt.runs.config import ConfigError, validation_message
+from hpt.runs.config import ConfigError
 from hpt.tasks import TASKS, get_task
 
 

@@ -33,8 +33,8 @@ from hpt.cli import (
     summarize,
     view,
 )
-from hpt.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, names
-from hpt.errors import StorageError
+from hpt.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, names
+from hpt.errors import HptError, validation_message
 from hpt.graphs import DEFAULT_LADDER, STRATEGIES, STRATEGY_PARAMS, mermaid
 from hpt.plugins import installed_plugins, load_plugins
 from hpt.tasks import TASKS
@@ -163,12 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TQDM_DISABLE", "1")
     try:
         return _dispatch(args, console, err)
-    except USER_ERRORS as exc:
+    except HptError as exc:  # the input's fault, or (a storage fault) the machine's
         say_error(err, str(exc))
+        return exc.exit_status
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        say_error(err, f"{where}: {first['msg']}")
+        say_error(err, validation_message(exc))
     # The net under readers that do not name their file yet: still one line.
     except UnicodeDecodeError as exc:
         say_error(
@@ -182,9 +181,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"a file this command reads is not valid JSON ({exc.msg}, line {exc.lineno} column "
             f"{exc.colno}); check the files given to it",
         )
-    except StorageError as exc:
-        say_error(err, str(exc))
-        return EXIT_FAILURE
     except OSError as exc:  # the machine's refusal (permissions, a full disk), not the input's
         say_error(err, f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc))
         return EXIT_FAILURE

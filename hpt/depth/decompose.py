@@ -87,6 +87,7 @@ from hpt.depth.graph import (
     describe,
     write_graph_dir,
 )
+from hpt.errors import validation_message
 from hpt.prompts import PromptSet
 from hpt.results.rundir import RunDirError
 from hpt.runs.models import ModelBackends, ModelSettings, ResolvedModel
@@ -193,9 +194,7 @@ def load_depth3(path: Path, limit: int | None = None) -> list[tuple[int, SourceQ
         try:
             source = SourceQuestion.model_validate(row)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "row"
-            raise DatasetError(f"{path}:{lineno}: {where}: {first['msg']}") from None
+            raise DatasetError(validation_message(exc, f"{path}:{lineno}", whole="row")) from None
         if source.qid in seen:
             raise DatasetError(
                 f"{path}:{lineno}: duplicate qid {source.qid!r} (first on line {seen[source.qid]})"

@@ -61,6 +61,7 @@ from hpt.backends.local import LOCAL_MODEL_NAME, LocalServer, find_gguf
 from hpt.backends.openai_protocol import classify_status, is_openai_host, short
 from hpt.backends.retry import GaveUp, call_with_retries
 from hpt.backends.secrets import remember_secret
+from hpt.errors import HptError
 
 EMBEDDINGS_FILE = "embeddings.sqlite3"
 # Texts per request: text-embeddings-inference refuses more than 32 by default (OpenAI takes
@@ -86,7 +87,7 @@ CREATE TABLE IF NOT EXISTS embeddings (
 """
 
 
-class EmbeddingSpecError(ValueError):
+class EmbeddingSpecError(HptError, ValueError):
     """The model named for embeddings is not one this client can call."""
 
 

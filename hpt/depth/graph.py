@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hpt.errors import HptError
+
 HUB_REPO = "kaist-ai/DepthQA"
 HUB_SPLIT = "test"
 DEPTHS = (1, 2, 3)
@@ -34,7 +36,7 @@ Depth = Annotated[int, Field(ge=1, le=3)]
 Id = Annotated[str, Field(min_length=1)]
 
 
-class GraphError(ValueError):
+class GraphError(HptError, ValueError):
     """The question graph is malformed or inconsistent; the message names the ids or file.
 
     Not a DatasetError: hpt.tasks imports this module (the DepthQA task), so this module

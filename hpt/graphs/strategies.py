@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.backends import Backend, Completion, GenerationParams, Message
+from hpt.errors import HptError, validation_message
 from hpt.prompts import FieldValue
 from hpt.results.records import Attempt, Call, Reading, mean_token_prob
 from hpt.tasks import Sample, Task
@@ -107,7 +108,7 @@ STRATEGY_PARAMS: dict[str, type[BaseModel]] = {}
 DEFAULT_LADDER = ("role", "zero_shot_cot", "three_shot_cot", "least_to_most", "generated_knowledge")
 
 
-class UnknownStrategyError(ValueError):
+class UnknownStrategyError(HptError, ValueError):
     pass
 
 
@@ -146,11 +147,10 @@ def strategy_params(
         try:
             out[name] = kind.model_validate(dict(given.get(name, {})))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
             fields = ", ".join(kind.model_fields) or "none"
+            problem = validation_message(exc, prefix=name)
             raise UnknownStrategyError(
-                f"--strategy-arg {name}.{where}: {first['msg']} (its parameters: {fields})"
+                f"--strategy-arg {problem} (its parameters: {fields})"
             ) from None
     return out
 

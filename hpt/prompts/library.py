@@ -15,13 +15,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from hpt.errors import HptError
+
 Options = Sequence[tuple[str, str]]
 FieldValue = str | Options
 
 _DEFAULT_OPTIONS = {"item": '{label}. "{text}"', "separator": ","}
 
 
-class PromptError(LookupError):
+class PromptError(HptError, LookupError):
     """A template is missing, malformed, or asks for a field the task does not provide."""
 
 

@@ -1,5 +1,7 @@
 """Reports of run directories: the paper's tables and plots, from records alone."""
 
+from hpt.errors import HptError
 
-class ReportError(ValueError):
+
+class ReportError(HptError, ValueError):
     """A report's input is wrong: a prices file, for instance."""

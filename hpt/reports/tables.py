@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hpt.errors import validation_message
 from hpt.reports import ReportError
 from hpt.reports.comparisons import CellScores, Comparison, explanation, markdown_table
 from hpt.reports.markdown import number, pipe_table
@@ -61,9 +62,8 @@ def load_prices(path: Path) -> dict[str, Price]:
         try:
             prices[model] = Price.model_validate(entry)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(table)"
-            raise ReportError(f"{path}: {model}.{where}: {first['msg']}") from None
+            problem = validation_message(exc, prefix=model, whole="(table)")
+            raise ReportError(f"{path}: {problem}") from None
     return prices
 
 

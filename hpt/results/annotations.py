@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from hpt.errors import validation_message
 from hpt.results.penalties import Annotation
 from hpt.results.rundir import RunDirError
 
@@ -55,9 +56,9 @@ def read_annotations(path: Path) -> list[Annotation]:
         except ValidationError as exc:
             if number == len(lines):  # no newline after it: torn
                 continue
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "line"
-            raise AnnotationsError(f"{path}:{number}: {where}: {first['msg']}") from None
+            raise AnnotationsError(
+                validation_message(exc, f"{path}:{number}", whole="line")
+            ) from None
     return found
 
 

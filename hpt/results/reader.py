@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hpt.errors import validation_message
 from hpt.results.info import TaskInfo, unknown_task
 from hpt.results.records import Cell, SampleRecord, parse_record_json
 from hpt.results.rundir import SAMPLES, SPEC, RunDirError
@@ -33,12 +34,6 @@ class RunInfo(BaseModel):
         return self.tasks.get(name) or unknown_task(name)
 
 
-def _first_error(exc: ValidationError, whole: str) -> str:
-    first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or whole
-    return f"{field}: {first['msg']}"
-
-
 def read_run_info(directory: Path) -> RunInfo:
     """``run.json`` as readers need it; an empty description when there is none."""
     path = directory / SPEC
@@ -56,7 +51,7 @@ def read_run_info(directory: Path) -> RunInfo:
     try:
         return RunInfo.model_validate_json(text)
     except ValidationError as exc:
-        problem = _first_error(exc, "(file)")
+        problem = validation_message(exc, whole="(file)")
         raise RunDirError(f"{path}: not a run description ({problem})") from None
 
 
@@ -94,7 +89,7 @@ def parse_record(directory: Path, lineno: int, line: str) -> SampleRecord:
         return parse_record_json(line)
     except ValidationError as exc:
         where = f"{directory / SAMPLES}:{lineno}"
-        problem = _first_error(exc, "(record)")
+        problem = validation_message(exc, whole="(record)")
         raise RunDirError(f"{where}: not a sample record ({problem})") from None
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from hpt.errors import HptError
+
 SAMPLES = "samples.jsonl"  # one record per finished sample, appended as samples finish
 SUMMARY = "summary.json"  # metrics per cell
 SPEC = "run.json"  # spec, version, environment
 
 
-class RunDirError(ValueError):
+class RunDirError(HptError, ValueError):
     pass

@@ -11,9 +11,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.backends import AnyModelConfig
+from hpt.errors import validation_message
 from hpt.runs.spec import ConfigError, RunSpec
 
-__all__ = ["ConfigError", "RunConfigFile", "load_run_config", "validation_message"]
+__all__ = ["ConfigError", "RunConfigFile", "load_run_config"]
 
 
 class RunConfigFile(BaseModel):
@@ -21,15 +22,6 @@ class RunConfigFile(BaseModel):
 
     run: dict[str, Any] = Field(default_factory=dict)
     models: dict[str, AnyModelConfig] = Field(default_factory=dict)
-
-
-def validation_message(exc: ValidationError, where: str, prefix: str = "") -> str:
-    first = exc.errors()[0]
-    key = ".".join(str(p) for p in (*([prefix] if prefix else []), *first["loc"]))
-    more = len(exc.errors()) - 1
-    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    msg = first["msg"].removeprefix("Value error, ")
-    return f"{where}: {key or '(top level)'}: {msg}{tail}"
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -27,7 +27,7 @@ from hpt import __version__
 from hpt.backends import BackendStats, GenerationParams, ResponseCache
 from hpt.backends.managed import ManagedBackend
 from hpt.backends.secrets import redact_urls
-from hpt.errors import StorageError, in_chain
+from hpt.errors import StorageError, in_chain, validation_message
 from hpt.graphs import (
     DEFAULT_LADDER,
     LadderRuntime,
@@ -164,9 +164,8 @@ def load_saved_spec(directory: Path) -> SavedSpec:
     try:  # as bytes: text that is not UTF-8 is a ValidationError too
         return SavedSpec.model_validate_json(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "(document)"
-        raise RunDirError(f"{directory / SPEC}: not a run spec ({where}: {first['msg']})") from None
+        problem = validation_message(exc, whole="(document)")
+        raise RunDirError(f"{directory / SPEC}: not a run spec ({problem})") from None
 
 
 def load_saved_plugins(directory: Path, modules: Sequence[str], *, trust: bool) -> None:

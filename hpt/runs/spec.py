@@ -20,6 +20,7 @@ from hpt.backends.secrets import (
     remember_url_credentials,
     urls_with_credentials,
 )
+from hpt.errors import HptError
 from hpt.graphs import DEFAULT_LADDER
 from hpt.results.penalties import Penalty
 from hpt.runs.models import ModelSettings
@@ -28,7 +29,7 @@ Mode = Literal["standard", "adaptive"]
 DepthMode = Literal["zero-shot", "prompt-gold", "prompt-pred", "multi-turn"]
 
 
-class ConfigError(ValueError):
+class ConfigError(HptError, ValueError):
     """A run described wrongly: the message says which setting and how to fix it."""
 
 

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from hpt.backends import Backend, GenerationParams
+from hpt.errors import HptError
 from hpt.prompts import FieldValue, PromptSet
 from hpt.results.info import ReportTable, TaskInfo
 from hpt.results.penalties import UNSTATED, PenaltySource
@@ -19,7 +20,7 @@ from hpt.tasks import tables
 from hpt.tasks.cutoff import CUT_OFF, Whole, noted, whole_part
 
 
-class DatasetError(ValueError):
+class DatasetError(HptError, ValueError):
     """The data could not be read: missing file, malformed row, unreachable hub."""
 
 

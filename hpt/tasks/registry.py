@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hpt.errors import HptError
 from hpt.tasks.base import Task
 from hpt.tasks.boolq import BoolQ
 from hpt.tasks.csqa import CommonsenseQA
@@ -29,7 +30,7 @@ TASKS: dict[str, type[Task]] = {
 }
 
 
-class UnknownTaskError(ValueError):
+class UnknownTaskError(HptError, ValueError):
     pass
 
 

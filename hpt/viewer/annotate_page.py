@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from hpt.errors import validation_message
 from hpt.results.annotations import append_annotation, read_annotations
 from hpt.results.penalties import Annotation, Scores
 
@@ -131,9 +132,7 @@ class AnnotationServer:
         try:
             scores = Scores.model_validate(body.get("scores"))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "scores"
-            raise _refused(400, f"{where}: {first['msg']}") from None
+            raise _refused(400, validation_message(exc, whole="scores")) from None
         annotation = Annotation(
             dataset=self.session.dataset, sample_id=sample_id,
             annotator=self.session.annotator, kind="human", scores=scores,

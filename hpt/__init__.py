@@ -10,10 +10,10 @@ __version__ = "0.1.0"
 
 # Loaded on first use, so that ``import hpt`` (and ``hpt --version``) stays light.
 _LAZY = {
-    "evaluate": "hpt.runs.api",
-    "resume": "hpt.runs.api",
-    "RunSpec": "hpt.runs.spec",
-    "RunResult": "hpt.runs.runner",
+    "evaluate": "hpt.orchestrator.api",
+    "resume": "hpt.orchestrator.api",
+    "RunSpec": "hpt.orchestrator.spec",
+    "RunResult": "hpt.orchestrator.runner",
     "Summary": "hpt.results.tally",
     "SampleRecord": "hpt.results.records",
     "read_records": "hpt.results.reader",

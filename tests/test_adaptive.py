@@ -129,7 +129,7 @@ async def test_adaptive_run_end_to_end(
 ) -> None:  # fmt: skip
     import json
 
-    from hpt.runs import RunSpec, run_evaluation
+    from hpt.orchestrator import RunSpec, run_evaluation
     from tests.backend_helpers import serving
     from tests.servers.answer_key import KeyedResponder
     from tests.servers.openai_compat import FakeOpenAI

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from hpt.cli.annotate import has_display
+from hpt.orchestrator.annotate import representative_set
 from hpt.results.annotations import annotations_file, append_annotation, read_annotations
 from hpt.results.penalties import Annotation, Scores, annotated_penalty, krippendorff_alpha
-from hpt.runs.annotate import representative_set
 from hpt.tasks import get_task
 from tests.conftest import interruptible
 from tests.servers.openai_compat import FakeOpenAI, ServerThread

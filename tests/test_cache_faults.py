@@ -122,7 +122,7 @@ async def test_a_run_on_a_damaged_cache_warns_once_and_completes(
     monkeypatch: pytest.MonkeyPatch, boolq_answers: dict[str, str], data_dir: Path,
     tmp_path: Path, _private_cache: Path, capfd: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    from hpt.runs import RunSpec, run_evaluation
+    from hpt.orchestrator import RunSpec, run_evaluation
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     fake = FakeOpenAI(KeyedResponder(boolq_answers, "three_shot_cot"))
@@ -363,7 +363,7 @@ async def test_a_run_whose_cache_disk_fills_stops(
     small_disk: Path, monkeypatch: pytest.MonkeyPatch, boolq_answers: dict[str, str],
     data_dir: Path, tmp_path: Path,
 ) -> None:  # fmt: skip
-    from hpt.runs import RunSpec, run_evaluation
+    from hpt.orchestrator import RunSpec, run_evaluation
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("HPT_CACHE_DIR", str(small_disk))  # the records are elsewhere

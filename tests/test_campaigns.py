@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import hpt
+from hpt.orchestrator import SilentObserver
 from hpt.results.reader import read_records
-from hpt.runs import SilentObserver
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.conftest import interruptible
 from tests.servers.answer_key import KeyedResponder

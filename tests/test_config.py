@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpt.runs.config import ConfigError, load_run_config
+from hpt.orchestrator.config import ConfigError, load_run_config
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 from tests.test_cli import assert_user_error, hpt
@@ -156,7 +156,7 @@ def test_unwritable_cache_is_one_clear_error(fake_openai, data_dir: Path, tmp_pa
 
 
 def test_run_level_overrides_keep_the_models_other_settings() -> None:
-    from hpt.runs import RunSpec
+    from hpt.orchestrator import RunSpec
 
     spec = RunSpec.model_validate({
         "dataset": "boolq", "model": "m", "requests_per_minute": 60,

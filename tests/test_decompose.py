@@ -23,7 +23,13 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from hpt.depth.decompose import (
+from hpt.backends.embeddings import (
+    EmbeddingCache,
+    EmbeddingSpecError,
+    endpoint_for,
+    open_embeddings,
+)
+from hpt.orchestrator.decompose import (
     REPLIES_FILE,
     STATE_FILE,
     SUMMARY_FILE,
@@ -38,11 +44,10 @@ from hpt.depth.decompose import (
     run_decompose,
     vector_similarity,
 )
-from hpt.depth.embeddings import EmbeddingCache, EmbeddingSpecError, endpoint_for, open_embeddings
-from hpt.depth.graph import QuestionGraph, load_graph_dir
+from hpt.orchestrator.models import ModelSettings
 from hpt.results.rundir import RunDirError
-from hpt.runs.models import ModelSettings
 from hpt.tasks import DatasetError
+from hpt.tasks.depthqa.graph import QuestionGraph, load_graph_dir
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 
 GRAM = "What is the intuition behind the Gram-Schmidt procedure?"
@@ -419,7 +424,7 @@ def test_a_failed_call_is_reported_and_retried_on_resume(
 
 
 def test_d3_answer_prompt_uses_tutoreval_context() -> None:
-    from hpt.depth.decompose import PROMPTS, SourceQuestion, d3_answer_messages
+    from hpt.orchestrator.decompose import PROMPTS, SourceQuestion, d3_answer_messages
     from hpt.prompts import PromptSet
 
     prompts = PromptSet.load(PROMPTS)
@@ -437,7 +442,7 @@ def test_d3_answer_prompt_uses_tutoreval_context() -> None:
 
 def test_cli_default_temperature_is_the_papers() -> None:
     from hpt.cli.decompose import DEFAULT_TEMPERATURE as shown
-    from hpt.depth.decompose import DEFAULT_TEMPERATURE
+    from hpt.orchestrator.decompose import DEFAULT_TEMPERATURE
 
     assert shown == DEFAULT_TEMPERATURE == 0.7
     spec = DecomposeSpec.model_validate({"model": "local", "questions": "q", "out": "o",

@@ -10,7 +10,8 @@ from typing import Any
 import datasets
 import pytest
 
-from hpt.depth.graph import (
+from hpt.tasks import DatasetError
+from hpt.tasks.depthqa.graph import (
     DepthQuestion,
     GraphError,
     QuestionGraph,
@@ -20,7 +21,6 @@ from hpt.depth.graph import (
     load_questions_only,
     write_graph_dir,
 )
-from hpt.tasks import DatasetError
 
 Row = dict[str, Any]
 

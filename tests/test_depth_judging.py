@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from hpt.depth.judging import JudgeVerdict, parse_judgement
+from hpt.tasks.depthqa.judging import JudgeVerdict, parse_judgement
 
 RUBRIC = """Score 1: The response is largely incorrect, inaccurate, and not factual.
 Score 2: The response is partially correct but contains significant inaccuracies.

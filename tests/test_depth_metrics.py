@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hpt.depth.metrics import (
+from hpt.results.depth import (
     Discrepancy,
     backward_discrepancy,
     backward_gaps,

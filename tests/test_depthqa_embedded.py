@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hpt.depth.graph import load_graph_dir
+from hpt.tasks.depthqa.graph import load_graph_dir
 from tests.test_cli import hpt
 
 pytestmark = pytest.mark.embedded
@@ -72,7 +72,7 @@ def test_decompose_then_every_mode_and_the_depth_ladder(data_dir: Path, tmp_path
 
 async def test_the_embedded_model_gives_offline_embeddings(tmp_path: Path) -> None:
     from hpt.backends import parse_model_spec
-    from hpt.depth.embeddings import open_embeddings
+    from hpt.backends.embeddings import open_embeddings
 
     texts = ["What is a mean?", "What is a mean?", "How do volcanoes erupt?"]
     config = parse_model_spec("local")

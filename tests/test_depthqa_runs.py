@@ -269,7 +269,7 @@ def test_graph_modes_need_the_graph(data_dir: Path, tmp_path: Path) -> None:
 
 
 def test_judge_agreement_between_two_runs(scripted, tmp_path: Path) -> None:
-    from hpt.depth.metrics import krippendorff_alpha_ordinal
+    from hpt.results.depth import krippendorff_alpha_ordinal
 
     _, server = scripted
     graph = write_graph(tmp_path / "graph")

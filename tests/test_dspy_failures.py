@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from hpt.runs.runner import run_evaluation
+from hpt.orchestrator.runner import run_evaluation
 from hpt.structured.runtime import OptimisationError
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 from tests.test_cli import hpt

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from hpt.runs.runner import run_evaluation
-from hpt.runs.spec import RunSpec
+from hpt.orchestrator.runner import run_evaluation
+from hpt.orchestrator.spec import RunSpec
 from hpt.structured.runtime import OptimisationError
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 

@@ -13,10 +13,10 @@ import pytest
 from aiohttp import web
 
 from hpt.backends import GenerationParams
+from hpt.orchestrator import RunSpec, run_evaluation
 from hpt.results import Attempt, Reading
 from hpt.results.records import SampleRecord
 from hpt.results.tally import summarize
-from hpt.runs import RunSpec, run_evaluation
 from hpt.tasks import get_task
 from hpt.tasks.extractor import AnswerExtractor
 from tests.servers.answer_key import boolq_answer_key

@@ -66,8 +66,8 @@ def test_clean_output() -> None:
 async def test_ladder_reports_corpus_bleu(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from hpt.orchestrator import RunSpec, run_evaluation
     from hpt.results.reader import read_records
-    from hpt.runs import RunSpec, run_evaluation
     from tests.backend_helpers import serving
     from tests.servers.answer_key import strategy_of
     from tests.servers.openai_compat import FakeOpenAI

@@ -306,8 +306,8 @@ async def test_ladder_on_humaneval(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
+    from hpt.orchestrator import RunSpec, run_evaluation
     from hpt.results.reader import read_records
-    from hpt.runs import RunSpec, run_evaluation
     from tests.backend_helpers import serving
     from tests.servers.answer_key import strategy_of
     from tests.servers.openai_compat import FakeOpenAI
@@ -346,8 +346,8 @@ async def test_samples_per_task_reports_pass_at_k(
     import threading
     from collections import Counter
 
+    from hpt.orchestrator import RunSpec, run_evaluation
     from hpt.results.reader import read_records
-    from hpt.runs import RunSpec, run_evaluation
     from tests.backend_helpers import serving
     from tests.servers.answer_key import strategy_of
     from tests.servers.openai_compat import FakeOpenAI

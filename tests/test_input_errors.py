@@ -751,7 +751,7 @@ def test_a_damaged_embedding_cache_is_one_error_naming_it(tmp_path: Path) -> Non
     import numpy as np
 
     from hpt.backends import CacheError
-    from hpt.depth.embeddings import EmbeddingCache
+    from hpt.backends.embeddings import EmbeddingCache
 
     path = tmp_path / "embeddings.sqlite3"
     cache = EmbeddingCache(path)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hpt.judging.complexity import Verdict, parse_verdict
+from hpt.orchestrator.complexity import Verdict, parse_verdict
 
 
 @pytest.mark.parametrize(

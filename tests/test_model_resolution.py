@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hpt.judging.complexity import JudgeSpec
-from hpt.runs import RunSpec
+from hpt.orchestrator import RunSpec
+from hpt.orchestrator.complexity import JudgeSpec
 from tests.servers.answer_key import strategy_of
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 from tests.test_cli import hpt

@@ -13,8 +13,8 @@ from rich.console import Console
 from hpt.backends import BackendStats
 from hpt.cli.main import main
 from hpt.cli.progress import RichProgress, cells_table, print_table
+from hpt.orchestrator.spec import RunSpec
 from hpt.results.tally import Tally
-from hpt.runs.spec import RunSpec
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 
 MARKUP = "[red]x[/]"

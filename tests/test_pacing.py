@@ -1,4 +1,4 @@
-"""Workers start START_PACE_S apart (hpt/runs/runner.py), so the first calls of a run do not
+"""Workers start START_PACE_S apart (hpt/orchestrator/runner.py), so the first calls of a run do not
 leave in one burst that would come back as one burst, wave after wave."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from hpt.runs import RunSpec, SilentObserver, run_evaluation, runner
+from hpt.orchestrator import RunSpec, SilentObserver, run_evaluation, runner
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 
 ARRIVALS: list[float] = []

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from hpt.orchestrator.annotate import allocate, representative_set, set_size
+from hpt.orchestrator.penalties import penalty_notices, run_penalties
+from hpt.orchestrator.spec import ConfigError, RunSpec
 from hpt.results.annotations import (
     AnnotationsError,
     annotations_file,
@@ -28,9 +31,6 @@ from hpt.results.penalties import (
     krippendorff_alpha,
     scored_outside,
 )
-from hpt.runs.annotate import allocate, representative_set, set_size
-from hpt.runs.penalties import penalty_notices, run_penalties
-from hpt.runs.spec import ConfigError, RunSpec
 from hpt.tasks import TASKS, get_task
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability": 4 observers x 12 units,

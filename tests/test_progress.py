@@ -10,8 +10,8 @@ from rich.console import Console
 from hpt.backends import BackendStats
 from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
 from hpt.graphs import DEFAULT_LADDER
+from hpt.orchestrator import RunSpec
 from hpt.results.tally import Summary
-from hpt.runs import RunSpec
 
 
 def test_live_view_shows_backend_counters(tmp_path: Path) -> None:

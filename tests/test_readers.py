@@ -20,8 +20,8 @@ import pytest
 from aiohttp import web
 
 from hpt.backends.base import Message
+from hpt.orchestrator import RunSpec, run_evaluation
 from hpt.results.records import Call
-from hpt.runs import RunSpec, run_evaluation
 from hpt.tasks.base import Check, Sample, Task
 from hpt.tasks.boolq import BoolQ
 from hpt.tasks.csqa import CommonsenseQA

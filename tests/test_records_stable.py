@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hpt.runs import RunSpec, run_evaluation
+from hpt.orchestrator import RunSpec, run_evaluation
 from tests.servers.answer_key import KeyedResponder, boolq_answer_key
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 

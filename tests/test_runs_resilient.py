@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from hpt.orchestrator import RunSpec, run_evaluation
 from hpt.results.reader import read_records
-from hpt.runs import RunSpec, run_evaluation
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.anthropic_api import FakeAnthropic

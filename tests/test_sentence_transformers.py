@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpt.depth.decompose import DecomposeSpec, DecomposeSummary, resolve_embedding
-from hpt.depth.embeddings import (
+from hpt.backends.embeddings import (
     ST_PREFIX,
     EmbeddingSpecError,
     SentenceTransformerEmbedder,
     SentenceTransformerSpec,
     open_embeddings,
 )
-from hpt.depth.graph import load_graph_dir
-from hpt.runs.spec import ConfigError
+from hpt.orchestrator.decompose import DecomposeSpec, DecomposeSummary, resolve_embedding
+from hpt.orchestrator.spec import ConfigError
+from hpt.tasks.depthqa.graph import load_graph_dir
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 from tests.test_decompose import D1, Script, _between, questions, texts  # noqa: F401
 

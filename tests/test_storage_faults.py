@@ -20,9 +20,9 @@ import pytest
 import hpt
 from hpt.backends.cache import ResponseCache
 from hpt.errors import StorageError
+from hpt.orchestrator.runner import RunStopped, RunSummary, run_evaluation
 from hpt.results.records import SampleRecord
 from hpt.results.store import RunStore
-from hpt.runs.runner import RunStopped, RunSummary, run_evaluation
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.run_faults import env, mounted_tmpfs, one_error_line, run_cmd  # noqa: F401
 from tests.run_fixtures import make_record

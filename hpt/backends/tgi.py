@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -20,11 +20,13 @@ from huggingface_hub import AsyncInferenceClient
 from pydantic import BaseModel, ConfigDict
 
 from hpt.backends.base import Completion, GenerationParams, Message, Usage
-from hpt.backends.builtin.tgi import ApiChoice
 from hpt.backends.errors import FatalBackendError
 from hpt.backends.hf_common import InferenceClientTransport, truncate_at_stop
 from hpt.backends.openai_protocol import short
 from hpt.backends.secrets import redact_url
+
+if TYPE_CHECKING:  # the provider's config module imports this one when it opens a server
+    from hpt.backends.builtin.tgi import ApiChoice
 
 _TEMPLATE_RE = re.compile(r"template", re.IGNORECASE)
 

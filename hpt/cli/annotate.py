@@ -28,15 +28,7 @@ from hpt.cli.options import (
     model_settings_only,
 )
 from hpt.errors import validation_message
-from hpt.results.annotations import (
-    ANNOTATIONS_ENV,
-    annotations_file,
-    default_annotations_dir,
-    read_annotations,
-)
-from hpt.results.penalties import annotated_penalties, scored_outside
-from hpt.results.rundir import RunDirError
-from hpt.runs.annotate import (
+from hpt.orchestrator.annotate import (
     FRACTION,
     Guide,
     ModelAnnotatorSpec,
@@ -48,8 +40,16 @@ from hpt.runs.annotate import (
     representative_set,
     sample_view,
 )
-from hpt.runs.config import ConfigError
-from hpt.runs.penalties import declared_penalty
+from hpt.orchestrator.config import ConfigError
+from hpt.orchestrator.penalties import declared_penalty
+from hpt.results.annotations import (
+    ANNOTATIONS_ENV,
+    annotations_file,
+    default_annotations_dir,
+    read_annotations,
+)
+from hpt.results.penalties import annotated_penalties, scored_outside
+from hpt.results.rundir import RunDirError
 from hpt.tasks import TASKS, get_task, resolve_data_dir
 
 

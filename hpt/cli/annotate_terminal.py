@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
+from hpt.orchestrator.annotate import Guide, SampleView
 from hpt.results.annotations import append_annotation, read_annotations
 from hpt.results.penalties import Annotation, Scores
-from hpt.runs.annotate import Guide, SampleView
 
 
 class _Stop(Exception):

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from hpt.errors import EXIT_FAILURE as EXIT_FAILURE
 from hpt.errors import EXIT_USAGE as EXIT_USAGE
-from hpt.runs.spec import ConfigError
+from hpt.orchestrator.spec import ConfigError
 
 EXIT_INTERRUPTED = 130
 

@@ -1,5 +1,5 @@
 """``hpt decompose``: build a DepthQA question graph from depth-3 questions (DepthQA section
-3.3; the steps are hpt.depth.decompose's)."""
+3.3; the steps are hpt.orchestrator.decompose's)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from hpt.cli.options import (
     model_settings_only,
 )
 from hpt.errors import validation_message
-from hpt.runs.config import ConfigError
+from hpt.orchestrator.config import ConfigError
 
-# Kept here, not imported: hpt.depth.decompose is loaded only when the command runs.
+# Kept here, not imported: hpt.orchestrator.decompose is loaded only when the command runs.
 DEFAULT_TEMPERATURE = 0.7
 
 DESCRIPTION = """\
@@ -95,7 +95,12 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace, console: Console) -> int:
-    from hpt.depth.decompose import REPLIES_FILE, DecomposeSpec, resolve_embedding, run_decompose
+    from hpt.orchestrator.decompose import (
+        REPLIES_FILE,
+        DecomposeSpec,
+        resolve_embedding,
+        run_decompose,
+    )
 
     require_positive(args, "limit", "concurrency", "max_concurrency", "rpm", "tpm",
                      "max_attempts")  # fmt: skip

@@ -20,8 +20,8 @@ from hpt.cli.options import (
 )
 from hpt.errors import validation_message
 from hpt.graphs import DEFAULT_LADDER, resolve_strategies
+from hpt.orchestrator.config import ConfigError
 from hpt.results.rundir import RunDirError
-from hpt.runs.config import ConfigError
 from hpt.tasks import TASKS, get_task
 
 
@@ -46,7 +46,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace, console: Console) -> int:
-    from hpt.judging.complexity import CRITERIA, JudgeSpec, run_judge
+    from hpt.orchestrator.complexity import CRITERIA, JudgeSpec, run_judge
 
     for name in args.datasets:
         get_task(name)  # unknown names fail here, before any model starts

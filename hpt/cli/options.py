@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from hpt.backends import GenerationParams, RetryPolicy
-from hpt.runs.config import load_run_config
-from hpt.runs.models import ModelSettings
+from hpt.orchestrator.config import load_run_config
+from hpt.orchestrator.models import ModelSettings
 
 # CLI flag -> ModelSettings field
 MODEL_FLAGS = {

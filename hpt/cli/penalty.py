@@ -13,13 +13,13 @@ from typing import Any
 from rich.console import Console
 
 from hpt.backends import BackendStats
+from hpt.orchestrator.penalties import penalty_notices
+from hpt.orchestrator.runner import RunObserver, RunSummary, SilentObserver
+from hpt.orchestrator.spec import ConfigError, RunSpec
 from hpt.results.annotations import ANNOTATIONS_ENV, default_annotations_dir
 from hpt.results.penalties import Penalty, PenaltySource
 from hpt.results.records import SampleRecord
 from hpt.results.tally import Tally
-from hpt.runs.penalties import penalty_notices
-from hpt.runs.runner import RunObserver, RunSummary, SilentObserver
-from hpt.runs.spec import ConfigError, RunSpec
 
 BY_FLAG = PenaltySource(kind="set", label="set by --penalty")
 

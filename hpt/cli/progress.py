@@ -16,12 +16,12 @@ from rich.text import Text
 
 from hpt.backends import BackendStats
 from hpt.cli.common import PlainTable
+from hpt.orchestrator.spec import RunSpec
 from hpt.results.records import SampleRecord
 from hpt.results.tally import Summary, Tally
-from hpt.runs.spec import RunSpec
 
 if TYPE_CHECKING:
-    from hpt.runs.runner import RunSummary
+    from hpt.orchestrator.runner import RunSummary
 
 
 MAX_CELLS_SHOWN = 8

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from hpt.backends import GenerationParams, Message
-from hpt.depth.answering import DEPTH_MODES, AnswerMemo, Asked, DepthPrompts
-from hpt.depth.graph import QuestionGraph
-from hpt.depth.metrics import min_k_prob
 from hpt.graphs.strategies import StrategyContext, UnknownStrategyError, strategy
+from hpt.results.depth import min_k_prob
+from hpt.tasks.depthqa.answering import DEPTH_MODES, AnswerMemo, Asked, DepthPrompts
+from hpt.tasks.depthqa.graph import QuestionGraph
 
 __all__ = ["DEPTH_MODES", "DepthTask"]
 MIN_K_TOKENS = 128

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from hpt.depth.metrics import krippendorff_alpha_ordinal
+from hpt.results.depth import krippendorff_alpha_ordinal
 from hpt.results.reader import read_records
 from hpt.results.records import DepthRecord
 from hpt.results.rundir import RunDirError

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hpt.backends.base import Completion, Message, Usage
+from hpt.types import Completion, Message, Usage
 
 
 def mean_token_prob(logprobs: Sequence[float] | None) -> float | None:

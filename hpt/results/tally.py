@@ -9,14 +9,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hpt.depth.metrics import (
+from hpt.results.chance import ChanceLevels, chance_levels, hpi_skill
+from hpt.results.depth import (
     Discrepancy,
     backward_discrepancy,
     depth_means,
     depth_scores,
     forward_discrepancy,
 )
-from hpt.results.chance import ChanceLevels, chance_levels, hpi_skill
 from hpt.results.info import TaskInfo
 from hpt.results.records import Cell, DepthRecord, SampleRecord
 from hpt.results.scoring import CORPUS_RULES, pass_at_k, report_ks, sample_score, unjudged

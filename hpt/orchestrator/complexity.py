@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from hpt.backends import Backend, BackendError, GenerationParams, Message
 from hpt.graphs.strategies import STRATEGIES, StrategyContext
+from hpt.orchestrator.models import ModelBackends, ModelSettings
 from hpt.prompts import PromptSet
-from hpt.runs.models import ModelBackends, ModelSettings
 from hpt.tasks import Sample, Task
 
 CRITERIA = ("score1", "score2", "score3", "score4")

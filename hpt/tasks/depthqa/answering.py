@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hpt.backends import Backend, Completion, GenerationParams, Message
-from hpt.depth.judging import parse_judgement
 from hpt.prompts import PromptSet
 from hpt.results.records import Call, Verdict
+from hpt.tasks.depthqa.judging import parse_judgement
 
 # The inference modes by their --depth-mode names, and the strategy each one runs.
 DEPTH_MODES = {

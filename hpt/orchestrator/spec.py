@@ -22,8 +22,8 @@ from hpt.backends.secrets import (
 )
 from hpt.errors import HptError
 from hpt.graphs import DEFAULT_LADDER
+from hpt.orchestrator.models import ModelSettings
 from hpt.results.penalties import Penalty
-from hpt.runs.models import ModelSettings
 
 Mode = Literal["standard", "adaptive"]
 DepthMode = Literal["zero-shot", "prompt-gold", "prompt-pred", "multi-turn"]
@@ -107,7 +107,7 @@ class RunSpec(ModelSettings):
     data_dir: Path | None = None
     out: Path | None = None
     # HPI_dataset by dataset, each with where it came from: set by hand here (--penalty), the
-    # rest filled in when the run starts (hpt.runs.penalties) and saved, so a resumed run
+    # rest filled in when the run starts (hpt.orchestrator.penalties) and saved, so a resumed run
     # keeps them. ``annotations``: a directory of ``hpt annotate`` files to measure them from.
     penalties: dict[str, Penalty] = Field(default_factory=dict)
     annotations: Path | None = None

@@ -40,6 +40,9 @@ from hpt.graphs import (
 )
 from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive
 from hpt.graphs.walk import GraphWalker
+from hpt.orchestrator.models import ModelBackends
+from hpt.orchestrator.penalties import run_penalties
+from hpt.orchestrator.spec import ConfigError, RunSpec
 from hpt.plugins import PluginError, installed_plugins, load_plugins
 from hpt.results.info import TaskInfo
 from hpt.results.lock import RunLock
@@ -49,9 +52,6 @@ from hpt.results.rundir import SAMPLES, SPEC, SUMMARY, RunDirError
 from hpt.results.scoring import sample_score, unjudged
 from hpt.results.store import RunStore
 from hpt.results.tally import Summary, Tally
-from hpt.runs.models import ModelBackends
-from hpt.runs.penalties import run_penalties
-from hpt.runs.spec import ConfigError, RunSpec
 from hpt.structured.runtime import CellRuntime, ProgramStore
 from hpt.tasks import DatasetError, Sample, Task, resolve_data_dir, task_class
 from hpt.tasks.extractor import AnswerExtractor

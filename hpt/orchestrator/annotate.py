@@ -24,10 +24,10 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from hpt.backends import Backend, BackendError, GenerationParams, Message, ResponseCache
+from hpt.orchestrator.models import ModelBackends, ModelSettings
 from hpt.prompts import PromptError, PromptSet
 from hpt.results.annotations import annotations_file, append_annotation, read_annotations
 from hpt.results.penalties import CRITERIA, Annotation, Scores
-from hpt.runs.models import ModelBackends, ModelSettings
 from hpt.tasks import Sample, Task, select
 
 FRACTION = 0.05

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hpt.orchestrator.annotate import representative_set
+from hpt.orchestrator.spec import ConfigError, RunSpec
 from hpt.results.annotations import annotations_file, read_annotations
 from hpt.results.penalties import Penalty, annotated_penalties, scored_outside
-from hpt.runs.annotate import representative_set
-from hpt.runs.spec import ConfigError, RunSpec
 from hpt.tasks import get_task, resolve_data_dir, task_class
 
 

@@ -71,7 +71,7 @@ from hpt.backends import (
     Message,
     ResponseCache,
 )
-from hpt.depth.embeddings import (
+from hpt.backends.embeddings import (
     ST_PREFIX,
     Embedder,
     EmbeddingSpecError,
@@ -80,19 +80,19 @@ from hpt.depth.embeddings import (
     endpoint_for,
     open_embeddings,
 )
-from hpt.depth.graph import (
+from hpt.errors import validation_message
+from hpt.orchestrator.models import ModelBackends, ModelSettings, ResolvedModel
+from hpt.orchestrator.spec import ConfigError
+from hpt.prompts import PromptSet
+from hpt.results.rundir import RunDirError
+from hpt.tasks import DatasetError
+from hpt.tasks.depthqa.graph import (
     DepthNode,
     DepthQuestion,
     QuestionGraph,
     describe,
     write_graph_dir,
 )
-from hpt.errors import validation_message
-from hpt.prompts import PromptSet
-from hpt.results.rundir import RunDirError
-from hpt.runs.models import ModelBackends, ModelSettings, ResolvedModel
-from hpt.runs.spec import ConfigError
-from hpt.tasks import DatasetError
 
 PROMPTS = "depthqa_decompose"
 STATE_FILE = "decompose_state.jsonl"

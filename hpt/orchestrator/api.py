@@ -6,14 +6,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpt.runs.runner import (
+from hpt.orchestrator.runner import (
     RunObserver,
     RunResult,
     load_saved_plugins,
     load_saved_spec,
     run_evaluation,
 )
-from hpt.runs.spec import Mode, RunSpec
+from hpt.orchestrator.spec import Mode, RunSpec
 
 
 async def evaluate(

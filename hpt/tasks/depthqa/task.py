@@ -13,12 +13,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hpt.backends import Backend, GenerationParams
-from hpt.depth.answering import DEPTH_MODES, AnswerMemo, DepthJudge, DepthPrompts
-from hpt.depth.graph import QuestionGraph, load_graph_dir, load_graph_hub, load_questions_only
 from hpt.results.penalties import convention
 from hpt.results.records import Attempt, Verdict
 from hpt.tasks import tables
 from hpt.tasks.base import Check, DatasetError, Sample, Task
+from hpt.tasks.depthqa.answering import DEPTH_MODES, AnswerMemo, DepthJudge, DepthPrompts
+from hpt.tasks.depthqa.graph import (
+    QuestionGraph,
+    load_graph_dir,
+    load_graph_hub,
+    load_questions_only,
+)
 from hpt.tasks.sources import require_file
 
 # A judge score that resolves a node (the paper counts 4 and 5 as a correct answer).

@@ -1,14 +1,14 @@
 """Running evaluations: the run spec and config files, the campaign runner and its API."""
 
-from hpt.runs.api import evaluate, resume
-from hpt.runs.runner import (
+from hpt.orchestrator.api import evaluate, resume
+from hpt.orchestrator.runner import (
     RunObserver,
     RunResult,
     RunSummary,
     SilentObserver,
     run_evaluation,
 )
-from hpt.runs.spec import RunSpec
+from hpt.orchestrator.spec import RunSpec
 
 __all__ = [
     "RunObserver",

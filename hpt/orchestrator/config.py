@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.backends import AnyModelConfig
 from hpt.errors import validation_message
-from hpt.runs.spec import ConfigError, RunSpec
+from hpt.orchestrator.spec import ConfigError, RunSpec
 
 __all__ = ["ConfigError", "RunConfigFile", "load_run_config"]
 

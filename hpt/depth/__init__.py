@@ -1,1 +1,0 @@
-"""Depth-of-knowledge question graphs (DepthQA)."""

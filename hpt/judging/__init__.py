@@ -1,1 +1,0 @@
-"""LLM-as-a-judge evaluations."""

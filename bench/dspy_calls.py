@@ -26,7 +26,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hpt.runs import RunSpec, run_evaluation  # noqa: E402
+from hpt.orchestrator import RunSpec, run_evaluation  # noqa: E402
 from hpt.tasks import get_task  # noqa: E402
 from tests.servers.openai_compat import FakeOpenAI, ServerThread  # noqa: E402
 

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from hpt.backends import GenerationParams  # noqa: E402
-from hpt.runs import RunSpec, RunSummary, run_evaluation  # noqa: E402
+from hpt.orchestrator import RunSpec, RunSummary, run_evaluation  # noqa: E402
 
 DATASETS = ("mmlu", "gsm8k", "humaneval", "boolq", "csqa", "iwslt", "samsum")
 

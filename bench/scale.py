@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import lean_server  # noqa: E402
-from hpt.runs import RunSpec, SilentObserver, run_evaluation  # noqa: E402
+from hpt.orchestrator import RunSpec, SilentObserver, run_evaluation  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hpt.runs import RunSpec, run_evaluation  # noqa: E402
+from hpt.orchestrator import RunSpec, run_evaluation  # noqa: E402
 
 
 class Sampler:

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hpt.runs import RunSpec, SilentObserver, run_evaluation  # noqa: E402
+from hpt.orchestrator import RunSpec, SilentObserver, run_evaluation  # noqa: E402
 from hpt.tasks import get_task  # noqa: E402
 
 

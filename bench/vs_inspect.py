@@ -31,7 +31,7 @@ from bench import lean_server  # noqa: E402
 HPT_SIDE = r"""
 import asyncio, json, resource, sys, time
 from pathlib import Path
-from hpt.runs import RunSpec, run_evaluation
+from hpt.orchestrator import RunSpec, run_evaluation
 base_url, data_dir, out, n, conc = sys.argv[1:6]
 spec = RunSpec(dataset="gsm8k", model="openai:bench-model", base_url=base_url,
                strategies=["role", "zero_shot_cot", "three_shot_cot"], limit=int(n),

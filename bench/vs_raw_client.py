@@ -8,9 +8,9 @@ records and response cache. Each side runs in a fresh interpreter; calls/s is ov
 themselves: the bare client from its first post to its last reply, hpt from the start of its
 climb to its last record on disk (closing the run afterwards is timed and shown apart).
 
-hpt starts its workers START_PACE_S apart (hpt/runs/runner.py); the bare client is run twice,
-starting all its workers at once (the target's reference) and paced like hpt, so the share of
-the gain that is pacing rather than hpt's own CPU shows.
+hpt starts its workers START_PACE_S apart (hpt/orchestrator/scheduling.py); the bare client is
+run twice, starting all its workers at once (the target's reference) and paced like hpt, so
+the share of the gain that is pacing rather than hpt's own CPU shows.
 
     .venv/bin/python bench/vs_raw_client.py [--calls 3000] [--delay 0.2] [--concurrency 128]
                                             [--raw-cpu-ms 0]
@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import lean_server  # noqa: E402
 from bench.vs_inspect import side  # noqa: E402
-from hpt.runs.runner import START_PACE_S  # noqa: E402
+from hpt.orchestrator.scheduling import START_PACE_S  # noqa: E402
 
 RAW_SIDE = r"""
 import asyncio, json, sys, time
@@ -62,7 +62,7 @@ print(json.dumps({"calls": n, "wall_s": wall}))
 HPT_SIDE = r"""
 import asyncio, json, sys, time
 from pathlib import Path
-from hpt.runs import RunSpec, run_evaluation, SilentObserver
+from hpt.orchestrator import RunSpec, run_evaluation, SilentObserver
 base_url, data_dir, out, n, conc = sys.argv[1:6]
 class Clock(SilentObserver):
     t0 = t1 = 0.0

@@ -1,4 +1,4 @@
-"""Workers start START_PACE_S apart (hpt/orchestrator/runner.py), so the first calls of a run do not
+"""Workers start START_PACE_S apart (hpt/orchestrator/scheduling.py), so the first calls of a run do not
 leave in one burst that would come back as one burst, wave after wave."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from hpt.orchestrator import RunSpec, SilentObserver, run_evaluation, runner
+from hpt.orchestrator import RunSpec, SilentObserver, run_evaluation, scheduling
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 
 ARRIVALS: list[float] = []
@@ -38,7 +38,7 @@ def test_workers_start_paced(
     # the start) cannot pass by accident; each answer takes longer than the whole ramp, so
     # the first eight calls are the eight workers' first.
     pace = 0.05
-    monkeypatch.setattr(runner, "START_PACE_S", pace)
+    monkeypatch.setattr(scheduling, "START_PACE_S", pace)
     ARRIVALS.clear()
     fake = Clocked(responder=lambda body: "The answer is True.", delay_s=8 * pace)
     server = ServerThread(fake.app()).start()

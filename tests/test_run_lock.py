@@ -158,7 +158,7 @@ def test_a_received_run_directory_cannot_write_through_links(tmp_path: Path, nam
 
 
 def test_json_files_are_never_written_through_a_leftover_link(tmp_path: Path) -> None:
-    from hpt.orchestrator.runner import RunSummary
+    from hpt.results.runfile import RunSummary
     from hpt.results.store import RunStore
 
     precious = tmp_path / "precious.txt"
@@ -175,7 +175,7 @@ async def test_cancelling_twice_still_waits_for_the_writer() -> None:
     Ctrl-C (or an API caller cancelling twice) must not cut that wait short."""
     import asyncio
 
-    from hpt.orchestrator.runner import _outlast_cancellation
+    from hpt.orchestrator.scheduling import outlast_cancellation as _outlast_cancellation
 
     finished: list[bool] = []
 

@@ -20,8 +20,9 @@ import pytest
 import hpt
 from hpt.backends.cache import ResponseCache
 from hpt.errors import StorageError
-from hpt.orchestrator.runner import RunStopped, RunSummary, run_evaluation
+from hpt.orchestrator.runner import RunStopped, run_evaluation
 from hpt.results.records import SampleRecord
+from hpt.results.runfile import RunSummary
 from hpt.results.store import RunStore
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.run_faults import env, mounted_tmpfs, one_error_line, run_cmd  # noqa: F401

@@ -16,7 +16,7 @@ from hpt.backends.secrets import redact, redact_url, redact_urls, remember_url_c
 from hpt.backends.urls import join_route, split_query
 from hpt.cli.main import main
 from hpt.orchestrator.config import ConfigError
-from hpt.orchestrator.runner import load_saved_spec
+from hpt.orchestrator.resume import load_saved_spec
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 from tests.servers.tgi import FakeTGI
 

@@ -13,12 +13,13 @@ from typing import Any
 from rich.console import Console
 
 from hpt.backends import BackendStats
+from hpt.orchestrator.observer import RunObserver, SilentObserver
 from hpt.orchestrator.penalties import penalty_notices
-from hpt.orchestrator.runner import RunObserver, RunSummary, SilentObserver
 from hpt.orchestrator.spec import ConfigError, RunSpec
 from hpt.results.annotations import ANNOTATIONS_ENV, default_annotations_dir
 from hpt.results.penalties import Penalty, PenaltySource
 from hpt.results.records import SampleRecord
+from hpt.results.runfile import RunSummary
 from hpt.results.tally import Tally
 
 BY_FLAG = PenaltySource(kind="set", label="set by --penalty")

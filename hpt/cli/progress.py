@@ -21,7 +21,7 @@ from hpt.results.records import SampleRecord
 from hpt.results.tally import Summary, Tally
 
 if TYPE_CHECKING:
-    from hpt.orchestrator.runner import RunSummary
+    from hpt.results.runfile import RunSummary
 
 
 MAX_CELLS_SHOWN = 8

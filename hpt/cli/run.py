@@ -30,12 +30,9 @@ from hpt.cli.penalty import (
 from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
 from hpt.errors import validation_message
 from hpt.orchestrator.config import ConfigError
-from hpt.orchestrator.runner import (
-    default_out_dir,
-    load_saved_plugins,
-    load_saved_spec,
-    run_evaluation,
-)
+from hpt.orchestrator.planning import default_out_dir
+from hpt.orchestrator.resume import load_saved_plugins, load_saved_spec
+from hpt.orchestrator.runner import run_evaluation
 from hpt.orchestrator.spec import RunSpec
 from hpt.plugins import load_plugins
 from hpt.results.rundir import SAMPLES, SUMMARY

@@ -6,13 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hpt.orchestrator.runner import (
-    RunObserver,
-    RunResult,
-    load_saved_plugins,
-    load_saved_spec,
-    run_evaluation,
-)
+from hpt.orchestrator.observer import RunObserver
+from hpt.orchestrator.resume import load_saved_plugins, load_saved_spec
+from hpt.orchestrator.runner import RunResult, run_evaluation
 from hpt.orchestrator.spec import Mode, RunSpec
 
 

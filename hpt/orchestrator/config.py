@@ -75,5 +75,5 @@ def load_run_config(path: Path) -> RunConfigFile:
     try:
         RunSpec.model_validate(probe)
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc, str(path), "run")) from None
+        raise ConfigError(validation_message(exc, str(path), prefix="run")) from None
     return config

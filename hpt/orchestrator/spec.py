@@ -10,7 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+)
 
 from hpt.backends import GenerationParams
 from hpt.backends.secrets import (
@@ -24,6 +31,7 @@ from hpt.errors import HptError
 from hpt.graphs import DEFAULT_LADDER
 from hpt.orchestrator.models import ModelSettings
 from hpt.results.penalties import Penalty
+from hpt.results.runfile import RunMeta
 
 Mode = Literal["standard", "adaptive"]
 DepthMode = Literal["zero-shot", "prompt-gold", "prompt-pred", "multi-turn"]
@@ -202,3 +210,16 @@ def _replaced(value: Any, old: str, new: str) -> Any:
                 changed[name] = now
         return value.model_copy(update=changed) if changed else value
     return value
+
+
+class SavedSpec(RunMeta, RunSpec):
+    """``run.json``: the spec (its fields first), then what is needed to repeat the run."""
+
+    @field_serializer("params")
+    def _params_given(self, params: GenerationParams) -> dict[str, Any]:
+        """Only the settings the run gave: each dataset's own defaults apply under them (and
+        so again on resume); ``generation`` has what was used."""
+        return params.model_dump(mode="json", exclude_unset=True)
+
+    def run_spec(self) -> RunSpec:
+        return RunSpec.model_validate(self.model_dump(include=set(RunSpec.model_fields)))

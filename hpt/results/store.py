@@ -20,6 +20,7 @@ from typing import IO
 from pydantic import BaseModel
 
 from hpt.errors import StorageError
+from hpt.results.reader import iter_lines
 from hpt.results.records import SampleRecord
 from hpt.results.rundir import SAMPLES, SPEC, SUMMARY, RunDirError
 
@@ -143,3 +144,23 @@ def repair_torn_tail(path: Path) -> int:
             keep = 0
         fh.truncate(keep)
         return size - keep
+
+
+def drop_lines(out: Path, dropped: set[int]) -> None:
+    """Rewrite ``out``'s records without the lines numbered in ``dropped`` (and without a
+    torn last line), whole or not at all: the new file replaces the old only once it is
+    written and on disk."""
+    samples = out / SAMPLES
+    keep = samples.with_suffix(".jsonl.resume")
+    try:
+        with keep.open("w", encoding="utf-8") as kept:
+            for lineno, line in iter_lines(out):
+                if lineno not in dropped and line.endswith("\n"):
+                    kept.write(line)
+            kept.flush()
+            os.fsync(kept.fileno())
+        os.replace(keep, samples)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            keep.unlink(missing_ok=True)
+        raise StorageError("the records to run again", samples, exc) from None

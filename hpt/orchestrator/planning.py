@@ -1,0 +1,180 @@
+"""Planning a run: load each dataset once, lay out its cells (dataset x model x mode x
+threshold x variant) with their ladders and settings, and check what the strategies need
+before any model is called."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from hpt.backends.managed import ManagedBackend
+from hpt.backends.secrets import redact_urls
+from hpt.graphs import (
+    DEFAULT_LADDER,
+    UnknownStrategyError,
+    resolve_strategies,
+    strategy_params,
+)
+from hpt.orchestrator.spec import ConfigError, RunSpec
+from hpt.results.info import TaskInfo
+from hpt.results.records import Cell
+from hpt.results.runfile import DatasetParams
+from hpt.results.tally import Tally
+from hpt.tasks import DatasetError, Sample, Task, resolve_data_dir, task_class
+from hpt.tasks.generation import GenerationTask
+from hpt.types import GenerationParams
+
+
+@dataclass
+class CellPlan:
+    cell: Cell
+    task: Task
+    samples: list[Sample]
+    pool: list[Sample]
+    model_name: str
+    tally: Tally
+    # This cell's ladder, its strategies' parameters and generation settings.
+    strategies: list[str] = field(default_factory=list)
+    args: dict[str, BaseModel] = field(default_factory=dict)
+    params: GenerationParams = field(default_factory=GenerationParams)
+    graph: Any = None
+    model: ManagedBackend | None = None  # the evaluated model's backend, once opened
+    todo: list[tuple[Sample, int]] = field(default_factory=list)
+
+
+async def plan_cells(spec: RunSpec) -> list[CellPlan]:
+    """Load every dataset once and lay out the cells; fails before any model is called."""
+    data_dir = resolve_data_dir(spec.data_dir)
+    tasks = {}
+    for name in spec.dataset:
+        cls = task_class(name)
+        options = {key: getattr(spec, key) for key in cls.run_options}
+        tasks[name] = cls(data_dir, **options)
+    if spec.threshold and not any(isinstance(t, GenerationTask) for t in tasks.values()):
+        raise DatasetError(
+            f"--threshold applies to datasets resolved by a score (iwslt, samsum), "
+            f"not {', '.join(tasks)}"
+        )
+    ladder_given = list(spec.strategies) != list(DEFAULT_LADDER)
+
+    def load(task: Task) -> tuple[list[Sample], list[Sample]]:
+        samples = task.choose(task.load_samples(), spec.limit, spec.seed)
+        return samples, list(task.load_exemplar_pool())
+
+    loaded = await asyncio.gather(*(asyncio.to_thread(load, t) for t in tasks.values()))
+    ladders_of = {
+        name: task.variants(spec.depth_mode, spec.strategies, ladder_given)
+        for name, task in tasks.items()
+    }
+    laddered = {s for ladders in ladders_of.values() for _, ladder in ladders for s in ladder}
+    stray = [name for name in spec.strategy_args if name not in laddered]
+    if stray:
+        raise UnknownStrategyError(
+            f"--strategy-arg names {', '.join(map(repr, stray))}, which is not in the ladder "
+            f"({', '.join(sorted(laddered))})"
+        )
+    _check_programs(spec, laddered)
+    plans = []
+    for (key, task), (samples, pool) in zip(tasks.items(), loaded, strict=True):
+        # The paper's settings for the dataset (DepthQA's), under what the run sets.
+        params = GenerationParams.model_validate(
+            {**task.default_params, **spec.params.model_dump(exclude_unset=True)}
+        )
+        ladders = ladders_of[key]
+        for _, strategies in ladders:
+            resolve_strategies(strategies)
+            for name in strategies:
+                if name in DEFAULT_LADDER:  # fail early if the dataset lacks the level's prompts
+                    task.prompts.section(name)
+                elif name in PROMPT_SECTIONS:
+                    task.prompts.section(PROMPT_SECTIONS[name])
+        defaults = task.paper_thresholds if isinstance(task, GenerationTask) else None
+        for threshold in spec.thresholds_for(defaults):
+            cell_task = task
+            if isinstance(task, GenerationTask) and threshold is not None:
+                cell_task = copy.copy(task)
+                cell_task.threshold = threshold
+            for variant, strategies in ladders:
+                args = strategy_params(
+                    strategies, {k: v for k, v in spec.strategy_args.items() if k in strategies}
+                )
+                for model_name in spec.model:
+                    label = spec.resolve(model_name).label
+                    for mode in spec.mode:
+                        cell = Cell(task.name, label, mode, threshold, variant)
+                        tally = Tally(
+                            dataset=task.name,
+                            model=label,
+                            mode=mode,
+                            m=len(strategies),
+                            penalty=spec.penalties[key].value,
+                            threshold=threshold,
+                            track_draws=spec.samples_per_task > 1,
+                            info=task.info(),
+                            variant=variant,
+                            strategies=strategies,
+                        )
+                        plans.append(CellPlan(cell, cell_task, samples, pool, model_name,
+                                               tally, strategies, args, params))  # fmt: skip
+    return plans
+
+
+# Strategies that take a saved program (--program) and the one that uses --prompt-model.
+PROGRAM_STRATEGIES = ("dspy_predict", "dspy_cot", "dspy_bfrs", "dspy_mipro")
+
+
+PROMPT_MODEL_STRATEGIES = {"dspy_mipro"}
+
+
+# The prompt-file section each of those strategies reads.
+PROMPT_SECTIONS = {"helm_baseline": "helm_baseline", **{n: "dspy" for n in PROGRAM_STRATEGIES}}
+
+
+def _check_programs(spec: RunSpec, laddered: set[str]) -> None:
+    """Each --program names a DSPy strategy of the ladder (and a dataset of the run, when
+    it names one) and an existing file."""
+    for key, path in spec.programs.items():
+        name, _, dataset = key.partition(":")
+        if name not in PROGRAM_STRATEGIES:
+            raise ConfigError(
+                f"--program {key}={path}: a saved program loads into one of "
+                f"{', '.join(PROGRAM_STRATEGIES)}, not {name!r}"
+            )
+        if name not in laddered:
+            raise ConfigError(f"--program {key}={path}: {name} is not in the ladder")
+        if dataset and dataset not in spec.dataset:
+            raise ConfigError(f"--program {key}={path}: the run has no dataset {dataset!r}")
+        if not Path(path).is_file():
+            raise ConfigError(f"--program {key}={path}: no such file")
+
+
+def default_out_dir(spec: RunSpec) -> Path:
+    def part(names: list[str]) -> str:
+        text = re.sub(r"[^A-Za-z0-9._-]+", "_", "+".join(names))
+        return text[:60]
+
+    models = part([redact_urls(m) for m in spec.model])  # no credentials in a folder name
+    return Path("runs") / f"{part(spec.dataset)}-{models}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def described(task: Task) -> TaskInfo:
+    """The dataset as run.json describes it, with what its loaded data had to say."""
+    return task.info().model_copy(update={"notes": tuple(task.split_notes())})
+
+
+def generation_params(plans: list[CellPlan]) -> dict[str, DatasetParams]:
+    """Each dataset's generation parameters: asked, and sent by each evaluated model's
+    transport as it stands (it may adapt during a run)."""
+    out: dict[str, DatasetParams] = {}
+    for p in plans:
+        used = out.setdefault(p.cell.dataset, DatasetParams(asked=p.params))
+        if p.model is not None:
+            used.sent[p.cell.model] = p.model.sent_params(p.params)
+    return out

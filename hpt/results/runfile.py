@@ -1,0 +1,49 @@
+"""What a run directory says of its run besides the records: ``summary.json`` (one summary per
+cell) and, in ``run.json``, what is needed to repeat the run beside its spec (never keys)."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from hpt import __version__
+from hpt.results.info import TaskInfo
+from hpt.results.tally import Summary
+from hpt.types import GenerationParams
+
+
+class RunSummary(BaseModel):
+    """``summary.json``: one summary per cell; ``complete`` once every sample is recorded."""
+
+    complete: bool
+    cells: list[Summary]
+
+
+class DatasetParams(BaseModel):
+    """One dataset's generation parameters, as ``run.json`` gives them."""
+
+    # What its ladder's calls ask for: the run's settings over the dataset's own defaults
+    # (DepthQA's are the paper's). Strategies and helper roles change some per call (logprobs
+    # for generated knowledge, temperature 0 for judges and the extractor): see each call.
+    asked: GenerationParams
+    # By evaluated model: what its provider puts on the wire for ``asked`` (names as sent;
+    # one the provider does not take is absent), as each call's ``params`` records it.
+    # None: the model's transport does not say.
+    sent: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+
+
+class RunMeta(BaseModel):
+    """What ``run.json`` holds beside the run's spec: what is needed to repeat the run."""
+
+    hpt_version: str = __version__
+    python: str = platform.python_version()
+    platform: str = platform.platform()
+    started_at: str = ""
+    resumed_at: list[str] = Field(default_factory=list)
+    command: list[str] = Field(default_factory=list)
+    # Each dataset as reports see it, so a run directory is reported without the task code.
+    tasks: dict[str, TaskInfo] = Field(default_factory=dict)
+    # Each dataset's generation parameters, asked and sent.
+    generation: dict[str, DatasetParams] = Field(default_factory=dict)

@@ -173,3 +173,14 @@ def test_make_installs_through_the_lock(stamp: str) -> None:
     rule = makefile.split(f"$(VENV)/{stamp}:", 1)[1].split("\n\n", 1)[0]
     assert "$(LOCK)" in rule.splitlines()[0], rule  # a new lock reinstalls
     assert re.search(r"pip install .*-c \$\(LOCK\) ", rule), rule
+
+
+def test_the_package_says_it_is_typed() -> None:
+    """PEP 561: plugin authors' type checkers read hpt's annotations only with ``py.typed``
+    in the package (hatchling ships every file under hpt/)."""
+    import importlib.resources
+
+    assert importlib.resources.files("hpt").joinpath("py.typed").is_file()
+    assert tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"
+    ]["wheel"]["packages"] == ["hpt"]

@@ -26,7 +26,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "graphs": {"backends", "prompts", "results", "tasks", "structured"},
     "orchestrator": {"backends", "prompts", "results", "tasks", "structured", "graphs"},
     "reports": {"results"},
-    "viewer": {"results", "reports"},
+    "viewer": {"results"},
     "cli": {*(r for r in ("backends", "prompts", "results", "tasks", "structured", "graphs")),
             "orchestrator", "reports", "viewer"},
 }  # fmt: skip

@@ -12,8 +12,9 @@ from rouge_score import rouge_scorer
 from hpt.results.textmetrics import corpus_bleu, rouge_l, sentence_bleu
 from hpt.tasks import get_task
 from hpt.tasks.base import Sample
-from hpt.tasks.generation import GenerationTask, clean_output
+from hpt.tasks.generation import GenerationTask
 from hpt.tasks.iwslt import IWSLT, reads_as_english
+from hpt.tasks.readers import clean_output
 from hpt.tasks.samsum import COPY_RUN, SAMSum, drop_dialogue
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from hpt.tasks.cutoff import whole_part
-from hpt.tasks.parsing import (
+from hpt.tasks.readers import (
     asks_for_total,
     normalize_number,
     parse_bool,

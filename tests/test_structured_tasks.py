@@ -9,11 +9,11 @@ import pytest
 
 from hpt.prompts import PromptSet
 from hpt.tasks import DatasetError, Sample, get_task
-from hpt.tasks import medcalc_rules as rules
+from hpt.tasks import medcalc as rules
 from hpt.tasks.base import seeded_slice
 from hpt.tasks.gpqa import option_order
 from hpt.tasks.medcalc import MedCalc
-from hpt.tasks.medqa import read_medec_verdict
+from hpt.tasks.readers import read_medec_verdict
 
 OFFLINE = [("mmlu_pro", 12032, 70), ("gpqa", 198, 21), ("medcalc", 1047, 163)]
 ALL = ["mmlu_pro", "gpqa", "medcalc", "headqa", "medbullets", "medec"]

@@ -6,7 +6,7 @@ from typing import Any
 
 from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, Sample, Task
-from hpt.tasks.parsing import parse_bool
+from hpt.tasks.readers import parse_bool
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
 
 

@@ -1,8 +1,8 @@
 """GSM8K: grade-school maths word problems with a numeric answer.
 
-Reading a completion (hpt.tasks.parsing; the table in tests/test_readers.py specifies it).
-Text that copies six or more consecutive words of the question is dropped first: an echoed
-question is not an answer. Then:
+Reading a completion (hpt.tasks.readers.number; the table in tests/test_readers.py specifies
+it). Text that copies six or more consecutive words of the question is dropped first: an
+echoed question is not an answer. Then:
 
 - the primary reading, which decides the climb, is the last stated answer in any form:
   "#### N", "\\boxed{N}", "the answer is N", "Answer: N", "final answer = N", "the correct
@@ -38,7 +38,7 @@ from typing import Any
 
 from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, Sample, Task
-from hpt.tasks.parsing import asks_for_total, normalize_number, parse_number, parse_number_strict
+from hpt.tasks.readers import asks_for_total, normalize_number, parse_number, parse_number_strict
 from hpt.tasks.sources import field, load_hub, read_jsonl, require_file
 
 _CALCULATOR = re.compile(r"<<[^>]*>>")

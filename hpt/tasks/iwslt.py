@@ -1,6 +1,6 @@
 """IWSLT 2017 English -> French (TED talks); resolved when sentence BLEU of the translation
-the completion gives (see hpt.tasks.generation for how it is read) reaches the threshold
-(0.15). Offline: the WIT3 test-set archives, English and French sides paired by talk and
+the completion gives (see hpt.tasks.readers.free_text for how it is read) reaches the
+threshold (0.15). Offline: the WIT3 test-set archives, English and French sides paired by talk and
 segment id; tst2017 is evaluated, tst2016 gives the three-shot exemplars.
 
 The language cue that lets French win over English reasoning (``reads_as_english``): a text
@@ -21,7 +21,8 @@ from pathlib import Path
 from hpt.results.penalties import TABLE_4
 from hpt.results.textmetrics import SENTENCE_BLEU, sentence_bleu
 from hpt.tasks.base import DatasetError, Sample
-from hpt.tasks.generation import GenerationTask, drop_runs, words
+from hpt.tasks.generation import GenerationTask
+from hpt.tasks.readers import drop_runs, words
 from hpt.tasks.sources import load_hub, require_file
 
 

@@ -2,10 +2,24 @@
 a patient note (Khandekar et al., 2024).
 
 Fields ``patient_note`` and ``question``; the target is the ground truth in the form
-``medcalc_rules.read_answer`` returns (a number, MM/DD/YYYY, or "(W weeks, D days)"); meta
-carries the calculator's id and name, its category, the Output Type, the scoring kind and
-the row's Lower/Upper Limit. Scoring and reading: hpt.tasks.medcalc_rules (MedCalc-Bench's
-own per-calculator rules).
+``read_answer`` returns (a number, MM/DD/YYYY, or "(W weeks, D days)"); meta carries the
+calculator's id and name, its category, the Output Type, the scoring kind and the row's
+Lower/Upper Limit. Reading: hpt.tasks.readers.medcalc.
+
+Scoring follows MedCalc-Bench's own evaluation (ncbi-nlp/MedCalc-Bench,
+``evaluation/evaluate.py``, ``check_correctness``), its rule chosen per calculator from the
+row's columns, never HELM's per-category rule (which scores v1.0's ``lab`` and ``dosage`` rows
+as 0 because their truth is a decimal checked by range):
+
+- ``integer`` (Output Type "integer": scores such as CHA2DS2-VASc, HAS-BLED, Wells'): the
+  model's number is rounded as Python's ``round`` rounds (half to even, as upstream) and must
+  equal the truth;
+- ``decimal`` (Output Type "decimal": lab values, physical measures, doses, some risks):
+  correct when Lower Limit <= value <= Upper Limit, the row's own limits (upstream's band);
+- ``date`` (Output Type "date": calculators 13 "Estimated Due Date" and 68 "Estimated of
+  Conception"): the same calendar date; the truth is written M/D/Y ("09/23/2014");
+- ``weeks_days`` (calculator 69 "Estimated Gestational Age", whose Output Type says
+  "integer" but whose truth is a tuple "('4 weeks', '3 days')"): the same (weeks, days).
 
 Data. Offline: ``medcalc/test_data.csv`` (1047 rows). Hub: ``ncbi/MedCalc-Bench-v1.0``,
 split ``test``, and its ``train`` split as training data. Offline there is no train split,
@@ -17,22 +31,87 @@ same calculator) and is excluded from evaluation (``split_notes``).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, ClassVar
 
 from hpt.results.penalties import borrowed
 from hpt.results.records import Reading
-from hpt.tasks import medcalc_rules as rules
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
-from hpt.tasks.mmlu_pro import TRAIN_SEED, csv_dict_rows
+from hpt.tasks.paper_data import TRAIN_SEED, csv_dict_rows
+from hpt.tasks.readers import asked, normalize_number, read_answer, read_answer_strict
+from hpt.tasks.readers.medcalc_values import dates, weeks_days
 from hpt.tasks.sources import csv_lines, load_hub, require_file
 
 COLUMNS = (
     "Row Number", "Calculator ID", "Calculator Name", "Category", "Output Type", "Note ID",
     "Patient Note", "Question", "Ground Truth Answer", "Lower Limit", "Upper Limit",
 )  # fmt: skip
+
+
+# -- the scoring rule of a row (see the module docstring) ----------------------------------
+_TUPLE_TRUTH = re.compile(
+    r"""^\s*\(\s*['"]?\s*(\d+)\s*weeks?\s*['"]?\s*,\s*['"]?\s*(\d+)\s*days?\s*['"]?\s*\)\s*$""",
+    re.IGNORECASE,
+)
+
+
+def answer_kind(output_type: str, truth: str) -> str:
+    """The scoring rule for a row, from its Output Type (and, for the gestational-age
+    calculator, the tuple form of its truth). ValueError for an unknown Output Type."""
+    if _TUPLE_TRUTH.match(truth):
+        return "weeks_days"
+    kind = output_type.strip().lower()
+    if kind in ("integer", "decimal", "date"):
+        return kind
+    raise ValueError(f"unknown Output Type {output_type!r} (expected integer, decimal or date)")
+
+
+def canonical_truth(kind: str, truth: str) -> str:
+    """The ground truth in the form ``read_answer`` returns; ValueError when malformed."""
+    if kind == "weeks_days":
+        m = _TUPLE_TRUTH.match(truth)
+        if not m:
+            raise ValueError(f"expected a (weeks, days) tuple, got {truth!r}")
+        return weeks_days(int(m.group(1)), int(m.group(2)))
+    if kind == "date":
+        found = dates(truth)
+        if len(found) != 1 or found[0][2].strip() != truth.strip():
+            raise ValueError(f"expected a date M/D/Y, got {truth!r}")
+        return found[0][0]
+    value = normalize_number(truth.strip())
+    if value is None:
+        raise ValueError(f"expected a number, got {truth!r}")
+    if kind == "integer" and Decimal(value) != Decimal(value).to_integral_value():
+        raise ValueError(f"expected an integer, got {truth!r}")
+    return value
+
+
+def limit(raw: str) -> str:
+    """A decimal row's Lower/Upper Limit as a number string; ValueError when malformed."""
+    value = normalize_number(raw.strip())
+    if value is None:
+        raise ValueError(f"expected a number, got {raw!r}")
+    return value
+
+
+def is_correct(kind: str, parsed: str | None, truth: str, lower: str = "", upper: str = "") -> bool:
+    """MedCalc-Bench's verdict on a reading (``parsed`` from ``read_answer``) against the
+    canonical truth; ``lower``/``upper`` are the row's limits (decimal rows)."""
+    if parsed is None:
+        return False
+    try:
+        if kind == "integer":
+            return round(Decimal(parsed)) == int(Decimal(truth))
+        if kind == "decimal":
+            value = Decimal(parsed)
+            return Decimal(lower) <= value <= Decimal(upper)
+    except (InvalidOperation, ValueError):
+        return False
+    return parsed == truth  # dates and (weeks, days) in canonical form
 
 
 def _same_question(sample: Sample) -> str:
@@ -61,11 +140,11 @@ class MedCalc(CarvedSplit, Task):
             raise DatasetError(f"{where}: missing the columns {missing}")
         value = {c: str(row[c]).strip() for c in COLUMNS}
         try:
-            kind = rules.answer_kind(value["Output Type"], value["Ground Truth Answer"])
-            target = rules.canonical_truth(kind, value["Ground Truth Answer"])
+            kind = answer_kind(value["Output Type"], value["Ground Truth Answer"])
+            target = canonical_truth(kind, value["Ground Truth Answer"])
             lower = upper = ""
             if kind == "decimal":
-                lower, upper = rules.limit(value["Lower Limit"]), rules.limit(value["Upper Limit"])
+                lower, upper = limit(value["Lower Limit"]), limit(value["Upper Limit"])
             int(value["Calculator ID"])
         except ValueError as exc:
             raise DatasetError(f"{where}: {exc}") from None
@@ -148,21 +227,21 @@ class MedCalc(CarvedSplit, Task):
     def _asked(self, sample: Sample) -> list[str]:
         """The phrases naming the asked quantity (from the question and calculator name)."""
         question = sample.fields.get("question")
-        return rules.asked(question if isinstance(question, str) else "",
-                           sample.meta.get("calculator_name", ""))  # fmt: skip
+        return asked(question if isinstance(question, str) else "",
+                     sample.meta.get("calculator_name", ""))  # fmt: skip
 
     def parse(self, completion: str, sample: Sample) -> str | None:
-        return rules.read_answer(completion, sample.meta.get("kind", ""), self._echo(sample),
-                                 self._asked(sample), self._given(sample))  # fmt: skip
+        return read_answer(completion, sample.meta.get("kind", ""), self._echo(sample),
+                           self._asked(sample), self._given(sample))  # fmt: skip
 
     def alternative_readings(self, completion: str, sample: Sample) -> dict[str, str | None]:
         kind = sample.meta.get("kind", "")
-        strict = rules.read_answer_strict(completion, kind, self._echo(sample),
-                                          self._asked(sample), self._given(sample))  # fmt: skip
+        strict = read_answer_strict(completion, kind, self._echo(sample),
+                                    self._asked(sample), self._given(sample))  # fmt: skip
         return {"strict": strict}
 
     def reading(self, parsed: str | None, sample: Sample) -> Reading:
-        resolved = rules.is_correct(
+        resolved = is_correct(
             sample.meta.get("kind", ""), parsed, sample.target,
             sample.meta.get("lower_limit", ""), sample.meta.get("upper_limit", ""),
         )  # fmt: skip

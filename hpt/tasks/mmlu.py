@@ -7,7 +7,7 @@ from typing import Any
 
 from hpt.results.penalties import TABLE_4
 from hpt.tasks.base import DatasetError, ReasonedTask, Sample
-from hpt.tasks.parsing import read_sample_choice
+from hpt.tasks.readers import read_sample_choice
 from hpt.tasks.sources import load_hub, read_csv_rows
 
 LABELS = "ABCD"

@@ -1,8 +1,5 @@
 """MMLU-Pro: up to ten-way multiple choice over 14 categories (Wang et al., 2024).
 
-Also the pieces the other multiple-choice tasks of the structured-prompting paper share
-(``ChoiceTask``, ``csv_dict_rows``): gpqa.py and medqa.py import them.
-
 Data. Offline: ``mmlu_pro/test.jsonl`` (12032 rows; the shared copy stores ``options`` as a
 JSON list and ``answer_index`` as a number, the README describes a Python-literal list in a
 string and a string index: both are read). Hub: ``TIGER-Lab/MMLU-Pro``, split ``test``, and
@@ -15,93 +12,12 @@ and is excluded from evaluation (``split_notes`` says so).
 from __future__ import annotations
 
 import ast
-import csv
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
-from hpt.results.penalties import borrowed
-from hpt.tasks.base import CarvedSplit, DatasetError, Parts, ReasonedTask, Sample, seeded_slice
-from hpt.tasks.parsing import read_sample_choice
+from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, seeded_slice
+from hpt.tasks.choice import ChoiceTask, choice_sample
+from hpt.tasks.paper_data import TRAIN_SEED
 from hpt.tasks.sources import load_hub, read_jsonl, require_file
-
-LETTERS = "ABCDEFGHIJ"
-TRAIN_SEED = 42
-
-
-def csv_dict_rows(
-    lines: Iterable[str], where: str, required: Iterable[str]
-) -> Iterator[tuple[str, dict[str, str]]]:
-    """(place, row) for each record of a CSV file with a header; a missing column is a
-    DatasetError naming the file. The place is "FILE:LINE" (the record's last line)."""
-    reader = csv.DictReader(lines)
-    try:
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DatasetError(f"{where}:1: expected the columns {missing} in the header")
-        for row in reader:
-            if None in row or any(v is None for v in row.values()):
-                raise DatasetError(
-                    f"{where}:{reader.line_num}: expected {len(reader.fieldnames or [])} columns"
-                )
-            yield f"{where}:{reader.line_num}", row
-    except csv.Error as exc:
-        raise DatasetError(f"{where}:{reader.line_num}: not valid CSV ({exc})") from None
-
-
-class ChoiceTask(ReasonedTask):
-    """A multiple-choice task: fields ``question`` and ``options`` ((letter, text) pairs),
-    target the correct letter."""
-
-    # HPT's table 4 gives no penalty for these datasets (MMLU-Pro, GPQA, HeadQA,
-    # MedBullets): MMLU's (3.03), the closest kind, stands in until `hpt annotate` measures
-    # one, and says so.
-    penalty = 3.03
-    penalty_source = borrowed("MMLU")
-    # Meta key whose value groups exemplars with the sample (MMLU's subject); None: any.
-    exemplar_group: ClassVar[str | None] = None
-
-    def __init__(self, data_dir: Path | None = None) -> None:
-        super().__init__(data_dir)
-        # Worked explanations the data itself carries (MMLU-Pro's cot_content, GPQA's
-        # Explanation), by sample id, for three-shot exemplars.
-        self._explanations: dict[str, str] = {}
-
-    def parse_why(self, completion: str, sample: Sample) -> tuple[str | None, str | None]:
-        options = sample.fields.get("options")
-        n = len(options) if isinstance(options, list) else len(LETTERS)
-        return read_sample_choice(completion, sample.fields, LETTERS[:n])
-
-    def explanation(self, exemplar: Sample) -> str | None:
-        return self._explanations.get(exemplar.id) or super().explanation(exemplar)
-
-    def exemplars_for(self, sample: Sample, pool: Sequence[Sample]) -> list[Sample]:
-        """Three exemplars from the training pool: those of the sample's own group first
-        (pool order), topped up with others."""
-        key = self.exemplar_group
-        mine = sample.meta.get(key) if key else None
-        same = [s for s in pool if key and s.meta.get(key) == mine][:3]
-        taken = {s.id for s in same}
-        chosen = same + [s for s in pool[:6] if s.id not in taken][: 3 - len(same)]
-        if len(chosen) < 3:
-            raise DatasetError(f"{self.name}: fewer than three training exemplars")
-        return chosen
-
-
-def choice_sample(
-    task: str, ident: str, question: str, options: Sequence[str], answer: int, where: str,
-    meta: dict[str, str] | None = None,
-) -> Sample:  # fmt: skip
-    if not 1 <= len(options) <= len(LETTERS):
-        raise DatasetError(f"{where}: expected 1-{len(LETTERS)} options, found {len(options)}")
-    if not 0 <= answer < len(options):
-        raise DatasetError(f"{where}: answer index {answer} is not among {len(options)} options")
-    return Sample(
-        id=f"{task}-{ident}",
-        fields={"question": question, "options": list(zip(LETTERS, options, strict=False))},
-        target=LETTERS[answer],
-        meta=meta or {},
-    )
 
 
 class MMLUPro(CarvedSplit, ChoiceTask):

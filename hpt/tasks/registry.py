@@ -11,10 +11,12 @@ from hpt.tasks.csqa import CommonsenseQA
 from hpt.tasks.depthqa import DepthQA
 from hpt.tasks.gpqa import GPQA
 from hpt.tasks.gsm8k import GSM8K
+from hpt.tasks.headqa import HeadQA
 from hpt.tasks.humaneval import HumanEval
 from hpt.tasks.iwslt import IWSLT
+from hpt.tasks.medbullets import MedBullets
 from hpt.tasks.medcalc import MedCalc
-from hpt.tasks.medqa import MEDEC, HeadQA, MedBullets
+from hpt.tasks.medec import MEDEC
 from hpt.tasks.mmlu import MMLU
 from hpt.tasks.mmlu_pro import MMLUPro
 from hpt.tasks.samsum import SAMSum

@@ -1,5 +1,5 @@
 """SAMSum: summarise a chat dialogue; resolved when ROUGE-L F of the summary the completion
-gives (see hpt.tasks.generation for how it is read) reaches the threshold (0.20).
+gives (see hpt.tasks.readers.free_text for how it is read) reaches the threshold (0.20).
 
 A summary that repeats the dialogue is not a summary: lines equal to a dialogue line
 ("Name: utterance"; case, spacing, punctuation, markdown and media placeholders such as
@@ -17,7 +17,8 @@ import re
 from hpt.results.penalties import TABLE_4
 from hpt.results.textmetrics import ROUGE_L, rouge_l
 from hpt.tasks.base import Sample
-from hpt.tasks.generation import GenerationTask, drop_runs, words
+from hpt.tasks.generation import GenerationTask
+from hpt.tasks.readers import drop_runs, words
 from hpt.tasks.sources import field, load_hub, read_csv_rows, require_file
 
 COPY_RUN = 16

@@ -78,11 +78,9 @@ class RichProgress:
             )
         for tally in tallies[:MAX_CELLS_SHOWN]:
             levels = " ".join(str(tally.level_counts[k]) for k in range(1, tally.m + 1))
-            at = f" @{tally.threshold:g}" if tally.threshold is not None else ""
-            variant = f" · {tally.variant}" if tally.variant is not None else ""
             missing = f"  judge gave no score {tally.judge_missing}" if tally.judge_missing else ""
             grid.add_row(
-                f"{tally.dataset}{at} · {tally.model} · {tally.mode}{variant}: HPI "
+                f"{tally.cell.title}: HPI "
                 f"{_fmt(tally.hpi)} (scored {tally.n})  per level [{levels}] unresolved "
                 f"{tally.unresolved}  calls {tally.calls}  tokens "
                 f"{tally.prompt_tokens}+{tally.completion_tokens}  errors {tally.errors}{missing}"
@@ -127,10 +125,10 @@ def summary_table(summary: Summary, strategies: Sequence[str] = ()) -> Table:
     """One cell's figures, each only where it means something for the cell (no level-1
     accuracy in adaptive mode, no level the ladder lacks)."""
     kind = "adaptive HPF" if summary.mode == "adaptive" else "HPF"
-    at = f" @{summary.threshold:g}" if summary.threshold is not None else ""
-    variant = f" · {summary.variant}" if summary.variant is not None else ""
+    cell = summary.cell
+    variant = f" · {cell.variant}" if cell.variant is not None else ""
     table = PlainTable(
-        title=Text(f"{kind} · {summary.dataset}{at} · {summary.model}{variant}"),
+        title=Text(f"{kind} · {cell.dataset_label} · {cell.model}{variant}"),
         show_header=False,
     )
     table.add_column(style="bold")
@@ -203,17 +201,15 @@ def cells_table(summaries: list[Summary]) -> Table:
     table.add_column("metric", justify="right")
     table.add_column("errors", justify="right")
     for s in summaries:
-        at = f" @{s.threshold:g}" if s.threshold is not None else ""
         metric = f"{s.text_metric} {_fmt(s.text_score)}" if s.text_metric else "-"
         if s.depth_scores is not None:
             nodes = s.depth_nodes or {}
             means = "  ".join(f"D{d} {_depth_mean(v, nodes.get(d))}"
                               for d, v in s.depth_scores.items())  # fmt: skip
             metric = f"judge {means}  judge missing {s.judge_missing}"
-        mode = s.mode + (f" · {s.variant}" if s.variant else "")
         table.add_row(
-            s.dataset + at, s.model, mode, str(s.n), _fmt(s.hpi), _fmt(s.chance_hpi),
-            _fmt(s.accuracy), _fmt(s.level1_accuracy), metric, str(s.errors),
+            s.cell.dataset_label, s.model, s.cell.mode_label, str(s.n), _fmt(s.hpi),
+            _fmt(s.chance_hpi), _fmt(s.accuracy), _fmt(s.level1_accuracy), metric, str(s.errors),
         )  # fmt: skip
     return table
 

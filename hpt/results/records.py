@@ -127,7 +127,8 @@ class Selection(BaseModel):
 
 @dataclass(frozen=True)
 class Cell:
-    """One dataset x model x mode (x threshold) of a run; records carry the same four values."""
+    """One dataset x model x mode (x threshold x variant) of a run, the identity records,
+    summaries, report rows and comparisons share; every label of a cell is spelled here."""
 
     dataset: str
     model: str  # the evaluated model's label, as records name it
@@ -136,11 +137,35 @@ class Cell:
     # A dataset's own run dimension (DepthQA's inference mode); None for the plain ladder.
     variant: str | None = None
 
+    @staticmethod
+    def at(threshold: float | None) -> str:
+        """A threshold as a label writes it after a name: " @0.15"; nothing for none."""
+        return "" if threshold is None else f" @{threshold:g}"
+
+    @property
+    def dataset_label(self) -> str:
+        """The dataset with its threshold ("iwslt @0.15"): a column of datasets, a plot's."""
+        return self.dataset + self.at(self.threshold)
+
+    @property
+    def label(self) -> str:
+        """The dataset as report rows name it: with its threshold and variant, where it has
+        them ("iwslt @0.15", "depthqa · multi-turn"); the model and mode are columns."""
+        return self.dataset_label + self._variant
+
+    @property
+    def mode_label(self) -> str:
+        """The mode with the variant, where the dataset is a column: "standard · multi-turn"."""
+        return self.mode + self._variant
+
     @property
     def title(self) -> str:
-        at = f" @{self.threshold:g}" if self.threshold is not None else ""
-        variant = f" · {self.variant}" if self.variant is not None else ""
-        return f"{self.dataset}{at} · {self.model} · {self.mode}{variant}"
+        """The whole cell, for messages: "iwslt @0.15 · gpt-4o · standard"."""
+        return f"{self.dataset_label} · {self.model} · {self.mode}{self._variant}"
+
+    @property
+    def _variant(self) -> str:
+        return "" if self.variant is None else f" · {self.variant}"
 
     def order(self) -> tuple[object, ...]:
         """Where the cell stands in summaries and reports: by model, dataset, the standard

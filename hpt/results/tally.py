@@ -37,6 +37,9 @@ class ReadingSummary(BaseModel):
 
 
 class Summary(BaseModel):
+    """A cell's figures, as summary.json saves them: the cell's identity is its first five
+    fields (``cell``)."""
+
     dataset: str
     model: str
     mode: str
@@ -104,6 +107,10 @@ class Summary(BaseModel):
     # where the backend gave logprobs.
     min_k_prob: dict[str, dict[str, float | None]] | None = None
 
+    @property
+    def cell(self) -> Cell:
+        return Cell(self.dataset, self.model, self.mode, self.threshold, self.variant)
+
 
 class Tally:
     """Running totals; ``summary()`` at any point equals summarize() over the records so far."""
@@ -122,8 +129,8 @@ class Tally:
         variant: str | None = None,
         strategies: Sequence[str] = (),
     ) -> None:
-        self.dataset, self.model, self.mode, self.m, self.penalty = dataset, model, mode, m, penalty
-        self.threshold, self.variant = threshold, variant
+        self.cell = Cell(dataset, model, mode, threshold, variant)
+        self.m, self.penalty = m, penalty
         self.strategies = list(strategies)
         self.info = info
         # What grows with the run is kept only where a metric needs it, so memory stays flat
@@ -270,7 +277,7 @@ class Tally:
             return {}
         out: dict[str, float] = {}
         # Adaptive: no single prompt is asked of every sample, so no level1@k.
-        columns = (("hpf", 2),) if self.mode == "adaptive" else (("level1", 1), ("hpf", 2))
+        columns = (("hpf", 2),) if self.cell.mode == "adaptive" else (("level1", 1), ("hpf", 2))
         for k in report_ks(most):
             eligible = [c for c in self.draws.values() if c[0] >= k]
             for name, col in columns:
@@ -279,7 +286,7 @@ class Tally:
         return out
 
     def reading_summaries(self) -> dict[str, ReadingSummary]:
-        standard = self.mode == "standard"
+        standard = self.cell.mode == "standard"
         return {
             name: ReadingSummary(
                 attempts=read,
@@ -297,12 +304,12 @@ class Tally:
         n = self.n
         resolved = sum(self.level_counts.values())
         metric, score = self.text_score()
-        standard = self.mode == "standard"
+        standard = self.cell.mode == "standard"
         return Summary(
-            dataset=self.dataset,
-            model=self.model,
-            mode=self.mode,
-            threshold=self.threshold,
+            dataset=self.cell.dataset,
+            model=self.cell.model,
+            mode=self.cell.mode,
+            threshold=self.cell.threshold,
             strategies=self.strategies,
             n=n,
             samples=self.samples,
@@ -327,7 +334,7 @@ class Tally:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             readings=self.reading_summaries(),
-            variant=self.variant,
+            variant=self.cell.variant,
             **self.chance(),
             **self.depth_summary(),
         )

@@ -78,9 +78,11 @@ def _write_page(fh: TextIO, run_dirs: list[Path], name: str) -> int:
         cell = record.cell
         if cell not in cells:
             cells[cell] = len(cell_info)
+            # The labels as hpt spells them everywhere (Cell), not rebuilt in the page.
             cell_info.append(
-                {"dataset": cell.dataset, "model": cell.model, "mode": cell.mode,
-                 "threshold": cell.threshold, "variant": cell.variant, "m": record.m}
+                {"model": cell.model, "mode": cell.mode, "variant": cell.variant, "m": record.m,
+                 "dataset_label": cell.dataset_label, "mode_label": cell.mode_label,
+                 "title": cell.title}
             )  # fmt: skip
         rows.append(_row(len(rows), cells[cell], record))
         pending.append(record.model_dump_json())

@@ -22,9 +22,9 @@
     if (text !== undefined) node.textContent = text;
     return node;
   };
-  const cellName = (c) => c.dataset + (c.threshold == null ? "" : " @" + c.threshold);
+  const cellName = (c) => c.dataset_label;
   // The mode with the dataset's own run dimension, where it has one (DepthQA's inference mode).
-  const modeName = (c) => c.mode + (c.variant == null ? "" : " · " + c.variant);
+  const modeName = (c) => c.mode_label;
 
   // ---- DepthQA: an index row of a DepthQA record carries [.., judge score, depth, node id?],
   // so a node's neighbours are found and coloured without decoding their chunks.
@@ -330,9 +330,7 @@
   function showRecord(rec, row) {
     const d = $("detail");
     d.replaceChildren();
-    const where = rec.dataset + (rec.threshold == null ? "" : " @" + rec.threshold);
-    const variant = rec.variant == null ? "" : " · " + rec.variant;
-    d.append(el("h2", { "data-testid": "title" }, `${rec.sample_id}${rec.draw ? " #" + rec.draw : ""} · ${where} · ${rec.model} · ${rec.mode}${variant}`));
+    d.append(el("h2", { "data-testid": "title" }, `${rec.sample_id}${rec.draw ? " #" + rec.draw : ""} · ${cells[row[1]].title}`));
     d.append(facts([
       ["resolved", rec.error ? "error" : rec.resolved_level != null ? "level " + rec.resolved_level
         : unscored(rec) ? "not scored: no valid judge verdict (left out of every mean)" : "unresolved"],

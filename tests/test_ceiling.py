@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from hpt.backends.base import Message, Usage
-from hpt.cli.ceiling import read_runs, read_scores
 from hpt.reports import ReportError
-from hpt.reports.ceiling import MethodResult, average_ranks, compute, wilson_interval
+from hpt.reports.ceiling import average_ranks, compute
+from hpt.reports.ceiling_inputs import read_runs, read_scores
+from hpt.reports.ceiling_intervals import wilson_interval
 from hpt.reports.ceiling_markdown import markdown
+from hpt.reports.ceiling_types import MethodResult
 from hpt.results import Attempt, Call
 from hpt.results.records import SampleRecord
 from hpt.results.rundir import RunDirError
@@ -357,6 +359,26 @@ def test_runs_refuse_missing_dirs_and_all_errors(tmp_path: Path) -> None:
     broken = write_run(tmp_path / "broken", [method_record("a", "x", error="boom")])
     with pytest.raises(ReportError, match="all 1 sample\\(s\\) ended in an error"):
         read_runs([broken])
+
+
+def test_a_threshold_cell_is_named_as_the_report_names_it(tmp_path: Path) -> None:
+    """One spelling of a cell: a benchmark read from runs is ``hpt report``'s dataset label."""
+    at = {"dataset": "iwslt", "threshold": 0.15}
+    base = write_run(
+        tmp_path / "base", [method_record(s, "helm_baseline").model_copy(update=at) for s in "ab"]
+    )
+    ladder = write_run(tmp_path / "ladder", [
+        make_record("a", level=1).model_copy(update={**at, "variant": "v"}),
+        make_record("b", level=1, mode="adaptive").model_copy(update=at)])  # fmt: skip
+    methods, ladders = read_runs([base, ladder])
+    assert [m.benchmark for m in methods] == ["iwslt @0.15"]
+    assert [h.benchmark for h in ladders] == ["iwslt @0.15 · v", "iwslt @0.15 (adaptive)"]
+    # The same cell and ladder in two directories is one result given twice.
+    copy = write_run(tmp_path / "copy", [method_record("a", "helm_baseline").model_copy(
+        update=at)])  # fmt: skip
+    with pytest.raises(RunDirError, match=r"iwslt @0\.15 · alpha · standard \(helm_baseline\) "
+                       r"is in both .*base and .*copy; keep one"):  # fmt: skip
+        read_runs([base, copy])
 
 
 # ---------------------------------------------------------------- the command

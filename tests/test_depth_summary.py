@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hpt.reports.tables import CellReport, csv_rows, table_levels
+from hpt.reports.cells import CellReport
+from hpt.reports.cells_csv import csv_rows
+from hpt.reports.tables import table_levels
 from hpt.results import Attempt, summarize
 from hpt.results.info import TaskInfo
 from hpt.results.records import DepthRecord, Verdict
@@ -143,7 +145,7 @@ def test_adaptive_cells_have_no_level1_figures() -> None:
 def test_reports_read_records_saved_before_the_fix_the_same_way(tmp_path: Path) -> None:
     """Records from an older hpt carry hpi_score m + penalty for unjudged climbs; reports
     recompute from the attempts, so intervals, sizing and paired scores leave them out."""
-    from hpt.reports.tables import collect
+    from hpt.reports.cells import collect
     from tests.run_fixtures import write_run
 
     records = [node("a", attempt(1, None)), node("b", attempt(1, 5)), node("c", attempt(1, 2))]

@@ -10,7 +10,11 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 
-from hpt.reports.tables import bootstrap_ci, collect, markdown
+from hpt.reports.cells import bootstrap_ci, collect
+from hpt.reports.comparisons import Comparison
+from hpt.reports.report_markdown import markdown
+from hpt.results.records import Cell
+from hpt.results.tally import Tally
 from tests.run_fixtures import make_record, write_run
 from tests.test_cli import hpt
 
@@ -29,6 +33,31 @@ def _campaign(tmp_path: Path) -> Path:
         make_record("q2", dataset="csqa", level=None, penalty=1.65),
     ]  # fmt: skip
     return write_run(tmp_path / "run", recs)
+
+
+def test_a_cell_has_one_label_whoever_carries_it(tmp_path: Path) -> None:
+    """Records, tallies, summaries, report rows and comparisons name a cell by the same Cell,
+    so every table spells it the same way: ``iwslt @0.15``, never ``iwslt@0.15``."""
+    cell = Cell("iwslt", "alpha", "standard", 0.15)
+    assert (cell.label, cell.dataset_label, cell.mode_label) == (
+        "iwslt @0.15", "iwslt @0.15", "standard")  # fmt: skip
+    assert cell.title == "iwslt @0.15 · alpha · standard"
+    depth = Cell("depthqa", "alpha", "standard", None, "multi-turn")
+    assert (depth.label, depth.dataset_label) == ("depthqa · multi-turn", "depthqa")
+    assert depth.mode_label == "standard · multi-turn"
+    assert depth.title == "depthqa · alpha · standard · multi-turn"
+    tally = Tally(dataset="iwslt", model="alpha", mode="standard", m=5, penalty=1.92,
+                  threshold=0.15)  # fmt: skip
+    assert tally.cell == cell and tally.summary().cell == cell
+    pair = Comparison(dataset="iwslt", mode="standard", threshold=0.15, model_a="alpha",
+                      model_b="beta", n=1)  # fmt: skip
+    assert pair.cell == cell
+    recs = [make_record(s, dataset="iwslt", threshold=0.15, level=1, penalty=1.92) for s in "ab"]
+    run = write_run(tmp_path / "run", recs)
+    (report,) = collect([run])
+    assert report.cell == cell == recs[0].cell
+    md = markdown([report], [run])
+    assert "| iwslt @0.15 | alpha | standard |" in md and "iwslt@" not in md
 
 
 def test_tables_match_hand_computed_numbers(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hpt.reports.tables import collect, markdown
+from hpt.reports.cells import collect
+from hpt.reports.report_markdown import markdown
 from hpt.results import Column, ReportTable, TaskInfo, read_run_info, summarize_cells
 from hpt.results.reader import read_records
 from hpt.results.textmetrics import corpus_bleu
@@ -64,7 +65,8 @@ import sys
 for name in ("hpt.tasks", "hpt.graphs", "hpt.orchestrator", "hpt.cli"):
     sys.modules[name] = None  # any import of them now fails
 from pathlib import Path
-from hpt.reports.tables import collect, markdown
+from hpt.reports.cells import collect
+from hpt.reports.report_markdown import markdown
 from hpt.results import read_run_info, read_records, summarize_cells
 from hpt.viewer.page import write_view
 run = Path(sys.argv[1])

@@ -9,7 +9,6 @@ from typing import Any
 from rich.console import Console
 
 from hpt.results.reader import require_run_dirs
-from hpt.results.rundir import RunDirError
 
 
 def add_parser(sub: Any) -> None:
@@ -23,7 +22,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace, console: Console) -> int:
-    from hpt.reports.agreement import agreement
+    from hpt.reports.agreement import agreement, save
 
     require_run_dirs(*args.run_dirs)
     result = agreement(*args.run_dirs)
@@ -39,8 +38,5 @@ def command(args: argparse.Namespace, console: Console) -> int:
         highlight=False,
     )
     if args.out is not None:
-        try:
-            args.out.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise RunDirError(f"cannot write {args.out}: {exc.strerror}") from None
+        save(result, args.out)
     return 0

@@ -1,5 +1,5 @@
 """``hpt compare``: paired comparisons of the models in run directories (comparisons.json,
-comparisons.md and a forest plot)."""
+comparisons.md and a forest plot; ``hpt.reports.api.compare``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from hpt.cli.report import comparison_options, installed_descriptions, output_folder
-from hpt.reports import ReportError
-from hpt.results.reader import require_run_dirs
-from hpt.results.rundir import RunDirError
+from hpt.cli.report import comparison_options, installed_descriptions, print_written
 
 
 def add_parser(sub: Any) -> None:
@@ -29,44 +26,16 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace, console: Console) -> int:
-    from hpt.reports import comparisons, tables  # numpy: loaded only for reports
+    from hpt.reports import api  # numpy: loaded only for reports
 
-    require_run_dirs(*args.run_dirs)
-    scores: dict[Any, Any] = {}
-    reports = tables.collect(args.run_dirs, describe=installed_descriptions().get, scores=scores)
-    if not reports:
-        raise RunDirError(f"no records in {', '.join(map(str, args.run_dirs))}")
-    models = tables.model_names(reports)
-    if len(models) < 2:
-        raise ReportError(
-            f"nothing to compare: the records hold one model ({models[0]}); "
-            "give the run directories of at least two models"
-        )
-    compared = comparisons.compare(scores, baseline=args.baseline, detect=args.detect)
-    found = compared.comparisons
-    if not found:
-        raise ReportError(
-            "; ".join(compared.unshared)
-            or "no dataset x mode was run by two of these models"
-            + (f" with the baseline {args.baseline}" if args.baseline else "")
-        )
-    out = output_folder(args.out, args.run_dirs, "compare")
-    text = (
-        "# Paired comparisons\n\nRuns: "
-        + ", ".join(f"`{d}`" for d in args.run_dirs)
-        + f"\n\n{comparisons.explanation()}\n\n{comparisons.markdown_table(found)}\n"
-        + "".join(f"\n- {note}" for note in compared.unshared)
+    written = api.compare(
+        args.run_dirs,
+        out=args.out,
+        baseline=args.baseline,
+        detect=args.detect,
+        plots=not args.no_plots,
+        describe=installed_descriptions().get,
     )
-    written = [out / comparisons.COMPARISONS_JSON, out / comparisons.COMPARISONS_MD]
-    comparisons.write_json(found, written[0])
-    written[1].write_text(text, encoding="utf-8")
-    if not args.no_plots:
-        from hpt.reports import plots
-
-        written += plots.forest(found, out)
-    print(text)
-    console.print(
-        "wrote " + ", ".join(str(p) for p in written),
-        highlight=False, markup=False, soft_wrap=True,
-    )  # fmt: skip
+    print(written.text)
+    print_written(console, written.paths)
     return 0

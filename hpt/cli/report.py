@@ -1,19 +1,16 @@
-"""``hpt report``: the paper's tables (Markdown, CSV) and plots from run directories."""
+"""``hpt report``: the paper's tables (Markdown, CSV) and plots from run directories
+(``hpt.reports.api.report``)."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from hpt.reports import ReportError
 from hpt.results.info import TaskInfo
-from hpt.results.reader import require_run_dirs
-from hpt.results.rundir import RunDirError
 from hpt.tasks import TASKS
 
 
@@ -60,20 +57,6 @@ def positive_float(text: str) -> float:
     return value
 
 
-def output_folder(given: Path | None, run_dirs: list[Path], name: str) -> Path:
-    """--out, else DIR/NAME for one run directory or runs/NAME-TIME for several; created."""
-    out = given or (
-        run_dirs[0] / name
-        if len(run_dirs) == 1
-        else Path("runs") / f"{name}-{datetime.now():%Y%m%d-%H%M%S}"
-    )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunDirError(f"cannot write report folder {out}: {exc.strerror}") from None
-    return out
-
-
 def installed_descriptions() -> dict[str, TaskInfo]:
     """The installed tasks' descriptions, for run directories saved before run.json
     carried them; a directory's own descriptions always come first."""
@@ -81,44 +64,24 @@ def installed_descriptions() -> dict[str, TaskInfo]:
 
 
 def command(args: argparse.Namespace, console: Console) -> int:
-    from hpt.reports import comparisons, tables  # numpy: loaded only for reports
+    from hpt.reports import api  # numpy: loaded only for reports
 
-    prices = tables.load_prices(args.prices) if args.prices else None
-    require_run_dirs(*args.run_dirs)
-    scores: dict[Any, Any] = {}
-    reports = tables.collect(
-        args.run_dirs, prices, describe=installed_descriptions().get, scores=scores
+    written = api.report(
+        args.run_dirs,
+        out=args.out,
+        prices=args.prices,
+        baseline=args.baseline,
+        detect=args.detect,
+        plots=not args.no_plots,
+        describe=installed_descriptions().get,
     )
-    if not reports:
-        raise RunDirError(f"no records in {', '.join(map(str, args.run_dirs))}")
-    # Several models: how they compare on the samples they share.
-    paired: list[comparisons.Comparison] = []
-    notes: list[str] = []
-    if len({r.summary.model for r in reports}) > 1 or args.baseline:
-        try:
-            compared = comparisons.compare(scores, baseline=args.baseline, detect=args.detect)
-            paired, notes = compared.comparisons, compared.unshared
-        except ReportError as exc:  # e.g. two ladders: the rest of the report still stands
-            if args.baseline:
-                raise
-            notes = [f"No paired comparisons: {exc}"]
-    del scores  # per-sample scores are not needed past this point
-    out = output_folder(args.out, args.run_dirs, "report")
-    text = tables.markdown(reports, args.run_dirs, paired, args.detect, notes)
-    (out / "report.md").write_text(text, encoding="utf-8")
-    tables.write_csv(reports, out / "cells.csv")
-    written = [out / "report.md", out / "cells.csv"]
-    if paired:
-        comparisons.write_json(paired, out / comparisons.COMPARISONS_JSON)
-        written.append(out / comparisons.COMPARISONS_JSON)
-    if not args.no_plots:
-        from hpt.reports import plots
+    print(written.text)
+    print_written(console, written.paths)
+    return 0
 
-        written += plots.hpi_chart(reports, out) + plots.level_histograms(reports, out)
-        written += plots.forest(paired, out)
-    print(text)
+
+def print_written(console: Console, paths: list[Path]) -> None:
     console.print(
-        "wrote " + ", ".join(str(p) for p in written),
+        "wrote " + ", ".join(str(p) for p in paths),
         highlight=False, markup=False, soft_wrap=True,
     )  # fmt: skip
-    return 0

@@ -9,10 +9,11 @@ from pydantic import BaseModel
 
 from hpt.results.depth import krippendorff_alpha_ordinal
 from hpt.results.reader import read_records
-from hpt.results.records import DepthRecord
+from hpt.results.records import Cell, DepthRecord
 from hpt.results.rundir import RunDirError
 
-Key = tuple[str, str, str, str | None, str, int]
+# A node of a cell, and the draw: what two runs of the same nodes share.
+Key = tuple[Cell, str, int]
 
 
 class Agreement(BaseModel):
@@ -30,9 +31,7 @@ def _scores(directory: Path) -> dict[Key, tuple[int, int | None]]:
     found: dict[Key, tuple[int, int | None]] = {}
     for record in read_records(directory):
         if isinstance(record, DepthRecord) and record.error is None:
-            key = (record.dataset, record.model, record.mode, record.variant, record.node_id,
-                   record.draw)  # fmt: skip
-            found[key] = (record.depth, record.judge_score)
+            found[record.cell, record.node_id, record.draw] = (record.depth, record.judge_score)
     if not found:
         raise RunDirError(f"{directory} holds no judged DepthQA records")
     return found
@@ -59,3 +58,11 @@ def agreement(first: Path, second: Path) -> Agreement:
         exact=sum(x == y for _, x, y in scored) / len(scored) if scored else None,
         by_depth=by_depth,
     )
+
+
+def save(result: Agreement, path: Path) -> None:
+    """The agreement as JSON, for scripts."""
+    try:
+        path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise RunDirError(f"cannot write {path}: {exc.strerror}") from None

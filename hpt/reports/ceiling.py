@@ -3,8 +3,9 @@ Evaluation of Language Models", sections 2-3, tables 3-5): a model's best macro-
 accuracy over prompting methods, its gain over a fixed baseline prompt, and how model
 rankings move when each model is scored at its best instead of at the baseline.
 
-Pure arithmetic over a list of results; reading runs or CSV files and rendering live
-elsewhere (``hpt.cli.ceiling``, ``hpt.reports.ceiling_plots``). Accuracies are percentages.
+Pure arithmetic over a list of results (``hpt.reports.ceiling_types``); reading runs or CSV
+files and rendering live elsewhere (``hpt.reports.ceiling_inputs``, ``ceiling_markdown``,
+``ceiling_plots``). Accuracies are percentages.
 
 Rules, as the paper computes them (its table 3 follows from tables 4-5 with these rules):
 
@@ -34,217 +35,27 @@ over the benchmarks it has, and it is flagged (``missing_benchmarks``, a warning
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-
-from pydantic import BaseModel
 
 from hpt.reports import ReportError
+from hpt.reports.ceiling_intervals import NO_SAMPLES
+from hpt.reports.ceiling_types import (
+    BenchmarkRanking,
+    CeilingReport,
+    HpiRow,
+    LadderResult,
+    MethodResult,
+    MethodStat,
+    ModelCeiling,
+    ResultRow,
+    Spread,
+)
 
 DEFAULT_BASELINE = "helm_baseline"
 DEFAULT_HEADLINE = ("dspy_cot", "dspy_bfrs", "dspy_mipro")
 # Accuracies closer than this are a tie when ranking (percentage points).
 TIE_TOLERANCE = 1e-9
-TIE_RULE = "tied accuracies share the average of the ranks they span (1 = best)"
-CONFIDENCE = 0.95
-# The two-sided normal quantile of CONFIDENCE (1.96).
-Z = statistics.NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
-# Below this many scored samples a percentile bootstrap of a mean (the HPT view's HPI) runs
-# noticeably narrow (by ~20% at 10: it ignores the t correction and the n-1), so none is shown.
-MIN_BOOTSTRAP_N = 10
-INTERVALS = (
-    f"{CONFIDENCE:.0%} Wilson score intervals of k resolved out of n scored samples, for run "
-    f"results only (defined at 0/n and n/n as well, where a bootstrap or Wald interval "
-    f"collapses to a point); none for published (CSV) rows, whose samples hpt does not see, "
-    f"nor for cells whose samples were drawn more than once (their climbs are not "
-    f"independent). The HPT view's HPI: a {CONFIDENCE:.0%} percentile bootstrap over samples, "
-    f"given with at least {MIN_BOOTSTRAP_N} scored samples whose scores differ"
-)
-NO_SAMPLES = "a published result: hpt does not see the samples behind it"
-REPEATED_DRAWS = "samples drawn more than once (--samples-per-task): not independent"
-
-
-def wilson_interval(k: int, n: int) -> tuple[float, float]:
-    """The Wilson score interval (CONFIDENCE) of k successes in n trials, as fractions."""
-    if n < 1 or not 0 <= k <= n:
-        raise ValueError(f"no proportion in {k} of {n}")
-    p = k / n
-    z2 = Z * Z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = Z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # 0/n and n/n: the bound that equals p must be p exactly, not p +- rounding.
-    low = 0.0 if k == 0 else max(0.0, centre - half)
-    high = 1.0 if k == n else min(1.0, centre + half)
-    return low, high
-
-
-def hpi_interval_missing(n: int, distinct_scores: int, independent: bool) -> str | None:
-    """Why an HPI (a mean of per-sample scores) gets no bootstrap interval, or None when it
-    gets one."""
-    if not independent:
-        return REPEATED_DRAWS
-    if n < MIN_BOOTSTRAP_N:
-        return f"{n} scored sample(s): a bootstrap needs at least {MIN_BOOTSTRAP_N}"
-    if distinct_scores < 2:
-        return "every sample scored the same: a bootstrap collapses to that point"
-    return None
-
-
-@dataclass(frozen=True)
-class MethodResult:
-    """One model's accuracy on one benchmark with one prompting method."""
-
-    model: str
-    benchmark: str
-    method: str
-    accuracy: float  # percent
-    # Samples scored, where known.
-    n: int | None = None
-    # CONFIDENCE Wilson interval (percent), only where hpt saw the samples (a run) ...
-    ci: tuple[float, float] | None = None
-    # ... and, where there is none, why.
-    ci_missing: str | None = None
-    # Samples that ended in an error: not scored, excluded from the accuracy.
-    errors: int = 0
-    # Mean prompt tokens per scored sample, where known.
-    prompt_tokens: float | None = None
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class LadderResult:
-    """An HPT ladder cell (several strategies): its HPI, not a prompting method."""
-
-    model: str
-    benchmark: str
-    hpi: float | None
-    hpi_ci: tuple[float, float] | None = None
-    # Why there is no interval, where there is none.
-    hpi_ci_missing: str | None = None
-    accuracy: float | None = None  # percent resolved at any level
-    # A uniform random guesser's HPI on the same samples and ladder (hpt.results.chance).
-    chance_hpi: float | None = None
-    n: int = 0
-    errors: int = 0
-    strategies: tuple[str, ...] = ()
-    source: str = ""
-
-
-class MethodStat(BaseModel):
-    macro_avg: float
-    # Across benchmarks; None with one benchmark.
-    sd: float | None
-    benchmarks: int
-    # Scored samples summed over the benchmarks; None where a result does not say (a CSV
-    # row without n).
-    n: int | None = None
-
-
-class Spread(BaseModel):
-    """How far apart a model's methods are: the max (the ceiling) is biased upward by
-    selection; the median shows what a typical method gives."""
-
-    min: float
-    median: float
-    max: float
-    methods: int
-
-
-class ModelCeiling(BaseModel):
-    methods: dict[str, MethodStat]
-    ceiling_method: str
-    ceiling: float
-    delta: float
-    mean_rank_baseline: float
-    mean_rank_ceiling: float
-    rank_sd_baseline: float | None
-    rank_sd_ceiling: float | None
-    baseline: float
-    baseline_sd: float | None
-    ceiling_sd: float | None
-    # Mean over the headline methods the model has of (macro-average - baseline).
-    headline_delta: float | None
-    headline_sd_delta: float | None
-    headline_methods: list[str]
-    spread: Spread
-    benchmarks: list[str]
-    missing_benchmarks: list[str]
-    # Mean over benchmarks of (method's - baseline's mean prompt tokens per sample).
-    extra_prompt_tokens: dict[str, float | None]
-
-
-class BenchmarkRanking(BaseModel):
-    baseline: dict[str, float]
-    ceiling: dict[str, float]
-    baseline_accuracy: dict[str, float]
-    ceiling_accuracy: dict[str, float]
-    # The method that gave each model its best accuracy on this benchmark.
-    ceiling_methods: dict[str, str]
-
-
-class ResultRow(BaseModel):
-    model: str
-    benchmark: str
-    method: str
-    accuracy: float
-    ci_low: float | None
-    ci_high: float | None
-    ci_missing: str | None = None
-    n: int | None
-    errors: int
-    prompt_tokens: float | None
-    source: str
-
-
-class HpiRow(BaseModel):
-    model: str
-    benchmark: str
-    hpi: float | None
-    hpi_ci_low: float | None
-    hpi_ci_high: float | None
-    hpi_ci_missing: str | None = None
-    chance_hpi: float | None = None
-    accuracy: float | None
-    n: int
-    errors: int
-    strategies: list[str]
-    source: str
-
-
-class CeilingReport(BaseModel):
-    unit: str = "percent"
-    baseline: str
-    headline_methods: list[str]
-    methods: list[str]
-    benchmarks: list[str]
-    models: dict[str, ModelCeiling]
-    headline_delta: float | None
-    headline_sd_delta: float | None
-    # The models each of the two averages is over.
-    headline_n: int = 0
-    headline_sd_n: int = 0
-    # Per method, the mean over models of its macro-average (the paper's section 3.2), and
-    # the models it is over.
-    method_means: dict[str, float]
-    method_means_n: dict[str, int] = {}
-    # Per method, the mean over models of its extra prompt tokens over the baseline.
-    extra_prompt_tokens: dict[str, float | None]
-    # Per benchmark, the mean over models of the headline methods' mean gain over the
-    # baseline there (the paper's figure 3 and "reasoning tasks gain most").
-    benchmark_gains: dict[str, float | None]
-    benchmark_gains_n: dict[str, int] = {}
-    rank_flips: list[str]
-    rankings: dict[str, BenchmarkRanking]
-    ties: str = TIE_RULE
-    intervals: str = INTERVALS
-    results: list[ResultRow]
-    # The HPT view: each HPT ladder cell's HPI, {model: {benchmark: value}}.
-    hpi: dict[str, dict[str, float | None]]
-    hpt_view: list[HpiRow]
-    errors_excluded: int
-    warnings: list[str]
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import io
 
-from hpt.reports.ceiling import NO_SAMPLES, TIE_RULE, CeilingReport, ModelCeiling
+from hpt.reports.ceiling_intervals import NO_SAMPLES
+from hpt.reports.ceiling_types import TIE_RULE, CeilingReport, ModelCeiling
 from hpt.reports.markdown import pipe_table
 
 
@@ -44,6 +45,17 @@ def headline_names(report: CeilingReport) -> str:
     """The headline methods that some model has."""
     present = [h for h in report.headline_methods if h in report.methods]
     return ", ".join(present) or "(no headline method present)"
+
+
+def headline(report: CeilingReport) -> str:
+    """The report in one line: the headline gain and the rank flips."""
+    return (
+        f"headline: mean gain of {headline_names(report)} over {report.baseline}: "
+        f"{signed(report.headline_delta, sign=True)} points over "
+        f"{plural(report.headline_n, 'model')}; rank flips on "
+        f"{len(report.rank_flips)}/{len(report.benchmarks)} benchmarks"
+        + (f" ({', '.join(report.rank_flips)})" if report.rank_flips else "")
+    )
 
 
 def _method_cell(report: CeilingReport, model: str, method: str) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from hpt.reports.ceiling import CeilingReport
 from hpt.reports.ceiling_markdown import n_of
+from hpt.reports.ceiling_types import CeilingReport
 from hpt.reports.plots import _save
 
 

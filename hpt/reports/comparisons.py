@@ -11,24 +11,19 @@ then left out."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from hpt.reports import ReportError
-from hpt.reports.markdown import number, pipe_table
+from hpt.reports.cells import CellScores, mean
 from hpt.reports.paired import (
-    ALPHA,
-    EXACT_UP_TO,
-    PERMUTATIONS,
-    POWER,
-    RESAMPLES,
-    SEED,
     detectable_difference,
     holm,
     mcnemar_exact,
@@ -38,29 +33,6 @@ from hpt.reports.paired import (
     sd,
 )
 from hpt.results.records import Cell
-
-
-@dataclass
-class CellScores:
-    """A cell's scored samples, and the ladder that scored them (HPIs of different ladders
-    are on different scales)."""
-
-    strategies: tuple[str, ...]
-    penalty: float
-    # sample id -> draw -> (HPI score, resolved)
-    samples: dict[str, dict[int, tuple[float, bool]]] = field(default_factory=dict)
-
-    def add(self, sample_id: str, draw: int, score: float, resolved: bool) -> None:
-        self.samples.setdefault(sample_id, {})[draw] = (score, resolved)
-
-    def per_sample(self) -> list[float]:
-        """Each sample's HPI score (the mean of its scored draws), in sample-id order."""
-        return [_mean([s for s, _ in d.values()]) for _, d in sorted(self.samples.items())]
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
-
 
 COMPARISONS_JSON = "comparisons.json"
 COMPARISONS_MD = "comparisons.md"
@@ -101,9 +73,10 @@ class Comparison(BaseModel):
     n_to_detect: int | None = None
     draws: int = 1  # the most draws a shared sample contributed
 
-
-def _key(cell: Cell) -> tuple[str, str, float | None, str | None]:
-    return cell.dataset, cell.mode, cell.threshold, cell.variant
+    @property
+    def cell(self) -> Cell:
+        """Model A's cell; B's is the same but for the model."""
+        return Cell(self.dataset, self.model_a, self.mode, self.threshold, self.variant)
 
 
 def _order(cell: Cell) -> tuple[str, str, float, str, str]:
@@ -124,10 +97,10 @@ def compare_cells(
     for sample_id in sorted(a.samples.keys() & b.samples.keys()):
         mine, theirs = a.samples[sample_id].values(), b.samples[sample_id].values()
         draws = max(draws, len(mine), len(theirs))
-        hpi_a.append(_mean([score for score, _ in mine]))
-        hpi_b.append(_mean([score for score, _ in theirs]))
-        acc_a.append(_mean([float(resolved) for _, resolved in mine]))
-        acc_b.append(_mean([float(resolved) for _, resolved in theirs]))
+        hpi_a.append(mean([score for score, _ in mine]))
+        hpi_b.append(mean([score for score, _ in theirs]))
+        acc_a.append(mean([float(resolved) for _, resolved in mine]))
+        acc_b.append(mean([float(resolved) for _, resolved in theirs]))
     n = len(hpi_a)
     if n == 0:
         return {"n": 0}
@@ -180,9 +153,10 @@ def compare(
     Holm's adjustment over the whole list. Records arrive in the order samples finished, so
     the list is sorted (datasets, then models by name): the same runs give the same file.
     Models that climbed different ladders are refused: their HPIs are on different scales."""
-    groups: dict[tuple[str, str, float | None, str | None], dict[str, Cell]] = {}
+    # What the models compared share: the cell but for its model.
+    groups: dict[Cell, dict[str, Cell]] = {}
     for cell in sorted(scores, key=_order):
-        groups.setdefault(_key(cell), {})[cell.model] = cell
+        groups.setdefault(dataclasses.replace(cell, model=""), {})[cell.model] = cell
     models = sorted({cell.model for cell in scores})
     if baseline is not None and baseline not in models:
         raise ReportError(
@@ -190,7 +164,7 @@ def compare(
         )
     out: list[Comparison] = []
     unshared: list[str] = []
-    for (dataset, mode, threshold, variant), cells in groups.items():
+    for group, cells in groups.items():
         if baseline is None:
             pairs = list(itertools.combinations(cells, 2))
         else:
@@ -199,22 +173,21 @@ def compare(
             a, b = scores[cells[model_a]], scores[cells[model_b]]
             if (a.strategies, a.penalty) != (b.strategies, b.penalty):
                 raise ReportError(
-                    f"{model_a} and {model_b} climbed different ladders on {dataset} "
+                    f"{model_a} and {model_b} climbed different ladders on {group.dataset} "
                     f"({','.join(a.strategies)}, penalty {a.penalty:g} against "
                     f"{','.join(b.strategies)}, penalty {b.penalty:g}): their HPIs are on "
                     "different scales; compare runs made with the same --strategies"
                 )
             stats = compare_cells(a, b, detect)
             if stats["n"] == 0:
-                where = cell_label(dataset, threshold, variant)
-                unshared.append(f"{model_a} and {model_b} share no scored sample on {where}")
+                unshared.append(f"{model_a} and {model_b} share no scored sample on {group.label}")
                 continue
             out.append(
                 Comparison(
-                    dataset=dataset,
-                    mode=mode,
-                    threshold=threshold,
-                    variant=variant,
+                    dataset=group.dataset,
+                    mode=group.mode,
+                    threshold=group.threshold,
+                    variant=group.variant,
                     model_a=model_a,
                     model_b=model_b,
                     **stats,
@@ -238,63 +211,6 @@ def independent_mde(score_sd: float, n: int) -> float | None:
 
 def independent_samples_needed(score_sd: float, delta: float) -> int | None:
     return samples_needed(math.sqrt(2) * score_sd, delta)
-
-
-# ---------------------------------------------------------------- writing
-
-
-def _p(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return "<0.0001" if value < 1e-4 else f"{value:.4f}"
-
-
-def cell_label(dataset: str, threshold: float | None, variant: str | None) -> str:
-    """A dataset as report rows show it: with its threshold and variant, where it has them."""
-    at = f" @{threshold:g}" if threshold is not None else ""
-    return dataset + at + (f" · {variant}" if variant is not None else "")
-
-
-def where(c: Comparison) -> str:
-    return cell_label(c.dataset, c.threshold, c.variant)
-
-
-def markdown_table(comparisons: Sequence[Comparison]) -> str:
-    detect = next((c.detect for c in comparisons if c.detect is not None), None)
-    header = ["dataset", "mode", "A", "B", "n", "HPI A", "HPI B", "HPI A − B [95% CI]",
-              "p", "p Holm", "accuracy A − B", "McNemar p", "McNemar p Holm",
-              "smallest detectable"]  # fmt: skip
-    if detect is not None:
-        header.append(f"n to detect {detect:g}")
-    rows = []
-    for c in comparisons:
-        interval = (
-            f" [{c.hpi_diff_low:+.3f}, {c.hpi_diff_high:+.3f}]"
-            if c.hpi_diff_low is not None and c.hpi_diff_high is not None
-            else ""
-        )
-        diff = "-" if c.hpi_diff is None else f"{c.hpi_diff:+.3f}{interval}"
-        acc = "-" if c.accuracy_diff is None else f"{100 * c.accuracy_diff:+.1f} pts"
-        row = [where(c), c.mode, c.model_a, c.model_b, str(c.n), number(c.hpi_a, 3),
-               number(c.hpi_b, 3), diff, _p(c.hpi_p), _p(c.p_holm), acc, _p(c.mcnemar_p),
-               _p(c.mcnemar_p_holm), number(c.hpi_mde, 3)]  # fmt: skip
-        if detect is not None:
-            row.append("-" if c.n_to_detect is None else str(c.n_to_detect))
-        rows.append(row)
-    return pipe_table(header, rows)
-
-
-def explanation() -> str:
-    return (
-        f"Paired over the samples both models scored. HPI A − B below 0: A resolved its "
-        f"samples at lower levels. Brackets: 95% paired percentile bootstrap ({RESAMPLES} "
-        f"resamples, seed {SEED}); p: two-sided paired permutation test (sign flips; exact up "
-        f"to {EXACT_UP_TO} differing samples, else {PERMUTATIONS:,} seeded draws); McNemar: "
-        f"exact, on the samples "
-        f"only one model resolved; Holm: adjusted over every comparison in this table. "
-        f"Smallest detectable: the HPI difference these samples find with {POWER:.0%} power "
-        f"at α = {ALPHA:g} (paired, normal approximation)."
-    )
 
 
 def write_json(comparisons: Sequence[Comparison], path: Path) -> None:

@@ -4,9 +4,9 @@ next run needs to tell two models apart."""
 
 from __future__ import annotations
 
-from hpt.reports.comparisons import cell_label, independent_mde, independent_samples_needed
+from hpt.reports.cells import CellReport
+from hpt.reports.comparisons import independent_mde, independent_samples_needed
 from hpt.reports.markdown import number, pipe_table
-from hpt.reports.tables import CellReport
 
 
 def verdict(r: CellReport) -> str:
@@ -29,11 +29,6 @@ def verdict(r: CellReport) -> str:
     return "; ".join(said)
 
 
-def label(r: CellReport) -> str:
-    s = r.summary
-    return cell_label(s.dataset, s.threshold, s.variant)
-
-
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
@@ -46,9 +41,10 @@ def table_chance(reports: list[CellReport]) -> str | None:
         s = r.summary
         if s.chance_hpi is None:
             continue
-        rows.append([label(r), s.model, number(s.hpi), number(s.chance_hpi), number(s.hpi_skill),
-                     _pct(s.accuracy), _pct(s.chance_accuracy), _pct(s.level1_accuracy),
-                     _pct(s.chance_level1_accuracy), verdict(r)])  # fmt: skip
+        rows.append([r.cell.label, s.model, number(s.hpi), number(s.chance_hpi),
+                     number(s.hpi_skill), _pct(s.accuracy), _pct(s.chance_accuracy),
+                     _pct(s.level1_accuracy), _pct(s.chance_level1_accuracy),
+                     verdict(r)])  # fmt: skip
     if not rows:
         return None
     header = ["dataset", "model", "HPI", "chance HPI", "skill", "accuracy %", "chance %",
@@ -78,7 +74,7 @@ def table_sizing(reports: list[CellReport], detect: float | None = None) -> str:
     for r in reports:
         s = r.summary
         sd, n = r.sample_sd, r.distinct_samples
-        row = [label(r), s.model, s.mode, str(n), number(sd, 3),
+        row = [r.cell.label, s.model, s.mode, str(n), number(sd, 3),
                number(independent_mde(sd, n) if sd is not None else None, 3)]  # fmt: skip
         if detect is not None:
             needed = independent_samples_needed(sd, detect) if sd else None

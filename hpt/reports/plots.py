@@ -7,8 +7,9 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from hpt.reports.comparisons import Comparison, where
-from hpt.reports.tables import CellReport, model_names
+from hpt.reports.cells import CellReport
+from hpt.reports.comparisons import Comparison
+from hpt.reports.tables import model_names
 
 FORMATS = ("png", "svg")
 
@@ -23,9 +24,7 @@ def _save(fig: Figure, out: Path, stem: str) -> list[Path]:
 
 
 def _column(r: CellReport) -> str:
-    s = r.summary
-    at = f" @{s.threshold:g}" if s.threshold is not None else ""
-    return s.dataset + at + (" (adaptive)" if s.mode == "adaptive" else "")
+    return r.cell.dataset_label + (" (adaptive)" if r.summary.mode == "adaptive" else "")
 
 
 def hpi_chart(reports: list[CellReport], out: Path) -> list[Path]:
@@ -104,7 +103,7 @@ def forest(comparisons: list[Comparison], out: Path) -> list[Path]:
             capsize=3,
         )
     labels = [
-        f"{where(c)} · {c.mode}: {c.model_a} − {c.model_b} (n={c.n})" for c in reversed(shown)
+        f"{c.cell.label} · {c.mode}: {c.model_a} − {c.model_b} (n={c.n})" for c in reversed(shown)
     ]
     ax.set_yticks(range(len(shown)), labels, fontsize="small")
     ax.axvline(0.0, color="#888888", linewidth=1)

@@ -223,7 +223,7 @@
   }
 
   // Why a reader read no answer, named by the kind its detail begins with
-  // (hpt/tasks/parsing.py, hpt/tasks/cutoff.py); the detail itself is shown as "check".
+  // (hpt/tasks/readers/, hpt/tasks/cutoff.py); the detail itself is shown as "check".
   const NONE_KINDS = ["conflict", "options listed", "repeating loop", "cut off"];
   function noAnswer(detail) {
     const kind = NONE_KINDS.find((k) => (detail || "").startsWith(k + ":"));

@@ -151,7 +151,8 @@ def test_knowledge_candidate_by_mean_token_probability() -> None:
     import math
 
     from hpt.backends import Completion
-    from hpt.graphs.strategies import choose_knowledge, mean_token_prob
+    from hpt.graphs.hpf import choose_knowledge
+    from hpt.results.records import mean_token_prob
 
     def c(*lps: float) -> Completion:
         return Completion(text="k", logprobs=list(lps))

@@ -15,7 +15,6 @@ from hpt.graphs.adaptive import adaptive_recursion_limit, build_adaptive, strate
 from hpt.graphs.ladder import build_ladder, recursion_limit
 from hpt.graphs.selector_reader import parse_level
 from hpt.graphs.strategies import DEFAULT_LADDER
-from hpt.prompts import PromptSet
 from hpt.tasks import get_task
 from tests.backend_helpers import backend, serving
 from tests.servers.openai_compat import FakeOpenAI
@@ -27,7 +26,7 @@ ECHOED_LIST = """1. Role Prompting: Defines a role for the model in solving the 
 4. Least-to-most prompting: Uses a sequential method to derive essential insights from the task to solve it.
 5. Generated Knowledge Prompting: Integration and application of external knowledge to accomplish the task."""
 
-LABELS = strategy_labels(PromptSet.load("adaptive"), DEFAULT_LADDER)
+LABELS = strategy_labels(DEFAULT_LADDER)
 
 # The selector's table of cases: each reply with the level a careful human reads in it.
 CASES = [
@@ -277,7 +276,7 @@ def test_names_come_from_the_ladder_in_its_order() -> None:
                       "Three-shot Chain of Thought prompting", "Least-to-most prompting",
                       "Generated Knowledge Prompting"]  # fmt: skip
     # --strategies least_to_most,role: the names follow the levels
-    reordered = strategy_labels(PromptSet.load("adaptive"), ["least_to_most", "role"])
+    reordered = strategy_labels(["least_to_most", "role"])
     assert parse_level("Least-to-most prompting", 2, reordered) == 1
     assert parse_level("I choose Role Prompting", 2, reordered) == 2
     assert parse_level("Zero-shot CoT", 2, reordered) is None  # not on this ladder

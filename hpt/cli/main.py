@@ -35,7 +35,7 @@ from hpt.cli import (
 )
 from hpt.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, names
 from hpt.errors import HptError, validation_message
-from hpt.graphs import DEFAULT_LADDER, STRATEGIES, STRATEGY_PARAMS, mermaid
+from hpt.graphs import DEFAULT_LADDER, STRATEGIES, mermaid
 from hpt.plugins import installed_plugins, load_plugins
 from hpt.tasks import TASKS
 
@@ -100,9 +100,11 @@ def _list(console: Console) -> int:
         "datasets:   " + ", ".join(f"{n} ({t.hub_id})" for n, t in TASKS.items()), markup=False
     )
     shown = []
-    for name in STRATEGIES:
-        fields = list(STRATEGY_PARAMS.get(name, {}).model_fields)  # type: ignore[union-attr]
-        shown.append(f"{name}({', '.join(fields)})" if fields else name)
+    for name, spec in STRATEGIES.items():  # name(its parameters) [what it needs]
+        fields = list(spec.params.model_fields)
+        needs = spec.needs.names()
+        shown.append(name + (f"({', '.join(fields)})" if fields else "")
+                     + (f" [uses {', '.join(needs)}]" if needs else ""))  # fmt: skip
     console.print("strategies: " + ", ".join(shown), markup=False)
     console.print("providers:  " + ", ".join(PROVIDERS), markup=False)
     console.print("models:     " + spec_help(), markup=False)

@@ -15,35 +15,37 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from hpt.backends import Backend, BackendError, FatalBackendError, Message
-from hpt.graphs.ladder import LadderRuntime, _node, attempt_ends_climb, cache_seed
+from hpt.graphs.node import LadderRuntime, attempt_ends_climb, cache_seed, strategy_node
 from hpt.graphs.selector_reader import parse_level
 from hpt.graphs.state import LadderState
-from hpt.graphs.strategies import resolve_strategies
+from hpt.graphs.strategies import STRATEGIES, resolve_strategies
 from hpt.prompts import PromptSet
 from hpt.results.records import Call, Selection
 
 SELECTOR = "selector"
 
 
-def strategy_labels(prompts: PromptSet, names: Sequence[str]) -> list[str]:
-    """Each strategy's name as the selector is shown it: its description up to the colon
-    ("Zero-shot Chain of Thought prompting"), or, with none, its name ("self consistency").
-    ``Names`` reads the forms a reply may give it in."""
-    descriptions: dict[str, str] = dict(prompts.section(SELECTOR).get("descriptions", {}))
-    return [
-        descriptions.get(name, name.replace("_", " ")).split(":", 1)[0].strip() for name in names
-    ]
+# The selector's intro counts the ladder's strategies in words, as the paper's "five".
+_COUNTS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+           "eleven", "twelve")  # fmt: skip
+
+
+def strategy_labels(names: Sequence[str]) -> list[str]:
+    """Each strategy's name as the selector is shown it (``StrategySpec.label``), the forms
+    a reply may name it in."""
+    return [STRATEGIES[name].label() for name in names]
 
 
 def selector_prompt(
     prompts: PromptSet, names: Sequence[str], task_text: str, tried: Sequence[int]
 ) -> str:
+    """The selector's question: the ladder's strategies as their registrations describe
+    them, numbered by level, then the task and the levels already tried."""
     section = prompts.section(SELECTOR)
-    descriptions: dict[str, str] = dict(section.get("descriptions", {}))
-    listed = "\n".join(
-        f"{i}. {descriptions.get(name, name.replace('_', ' '))}" for i, name in enumerate(names, 1)
-    )
-    parts = [str(section["intro"]), listed, str(section["task"]).format(task=task_text)]
+    listed = "\n".join(f"{i}. {STRATEGIES[name].shown()}" for i, name in enumerate(names, 1))
+    count = _COUNTS[len(names)] if len(names) < len(_COUNTS) else str(len(names))
+    parts = [str(section["intro"]).format(count=count), listed,
+             str(section["task"]).format(task=task_text)]  # fmt: skip
     if tried:
         parts.append(str(section["feedback"]).format(tried=", ".join(map(str, tried))))
     parts.append(str(section["ask"]))
@@ -59,7 +61,7 @@ def build_adaptive(
     m = len(names)
     graph: StateGraph[LadderState] = StateGraph(LadderState)
     templates = PromptSet.load("adaptive")  # read once, before the run starts
-    labels = strategy_labels(templates, names)
+    labels = strategy_labels(names)
 
     async def select(state: LadderState) -> dict[str, Any]:
         if runtime is None or selector_model is None:
@@ -86,7 +88,7 @@ def build_adaptive(
         return {"selections": [Selection(iteration=iteration, answer=result.text, level=level,
                                          call=call)]}  # fmt: skip
 
-    async def route(state: LadderState) -> str:  # a coroutine: see ladder._outcome
+    async def route(state: LadderState) -> str:  # a coroutine: see hpt.graphs.ladder._outcome
         last: Selection = state["selections"][-1]
         if last.error is not None:
             return END
@@ -101,7 +103,7 @@ def build_adaptive(
 
     graph.add_node(SELECTOR, select)
     for level, name in enumerate(names, 1):
-        graph.add_node(name, _node(level, name, runtime, iteration_from=SELECTOR))
+        graph.add_node(name, strategy_node(level, name, runtime, iteration_from=SELECTOR))
         graph.add_conditional_edges(name, after_attempt, {END: END, SELECTOR: SELECTOR})
     graph.add_edge(START, SELECTOR)
     graph.add_conditional_edges(

@@ -8,16 +8,24 @@ zero-shot question, the first turn of a conversation -- are one call, shared."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from hpt.backends import GenerationParams, Message
-from hpt.graphs.strategies import StrategyContext, UnknownStrategyError, strategy
+from hpt.graphs.context import StrategyFn
+from hpt.graphs.strategies import Needs, StrategyContext, UnknownStrategyError, strategy
 from hpt.results.depth import min_k_prob
 from hpt.tasks.depthqa.answering import DEPTH_MODES, AnswerMemo, Asked, DepthPrompts
 from hpt.tasks.depthqa.graph import QuestionGraph
 
 __all__ = ["DEPTH_MODES", "DepthTask"]
 MIN_K_TOKENS = 128
+
+
+def _depth_strategy(name: str) -> Callable[[StrategyFn], StrategyFn]:
+    """Every answering call asks for logprobs, and identical prompts share one answer (so
+    drawing one again, as self_consistency would, repeats it)."""
+    return strategy(name, needs=Needs(logprobs=True), redraws=False)
 
 
 @runtime_checkable
@@ -73,7 +81,7 @@ async def _zero_shot_answer(ctx: StrategyContext, node: str) -> str:
     return asked.completion.text
 
 
-@strategy("depth_zero_shot")
+@_depth_strategy("depth_zero_shot")
 async def depth_zero_shot(ctx: StrategyContext) -> str:
     """Table 27: the question alone."""
     task = _task(ctx)
@@ -81,7 +89,7 @@ async def depth_zero_shot(ctx: StrategyContext) -> str:
         _question(task, ctx.sample.id)), "answer"))  # fmt: skip
 
 
-@strategy("depth_gold")
+@_depth_strategy("depth_gold")
 async def depth_gold(ctx: StrategyContext) -> str:
     """Table 28 with the predecessors' reference answers."""
     task = _task(ctx)
@@ -91,7 +99,7 @@ async def depth_gold(ctx: StrategyContext) -> str:
     return _answered(ctx, await _ask(ctx, messages, "answer"))
 
 
-@strategy("depth_pred")
+@_depth_strategy("depth_pred")
 async def depth_pred(ctx: StrategyContext) -> str:
     """Table 28 with the model's own zero-shot answers to the predecessors (each asked once
     for the whole run, shared with their own zero-shot records)."""
@@ -102,7 +110,7 @@ async def depth_pred(ctx: StrategyContext) -> str:
     return _answered(ctx, await _ask(ctx, messages, "answer"))
 
 
-@strategy("depth_multi_turn")
+@_depth_strategy("depth_multi_turn")
 async def depth_multi_turn(ctx: StrategyContext) -> str:
     """Table 29: the direct predecessors asked as earlier turns of one conversation, each
     answered in it, then the node's question. Conversations are per node: a predecessor's

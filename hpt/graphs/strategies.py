@@ -1,158 +1,174 @@
-"""Prompting strategies: async functions registered by name, each one ladder node.
+"""Prompting strategies: async functions registered by name, each one ladder node, each with
+what it needs (``StrategySpec``).
 
 A strategy renders its dataset's templates, calls models through ``ctx.ask`` (which records
-every call) and returns the completion the task should check.
+every call) and returns the completion the task should check. Its registration says
+everything else the house reads of it: its typed parameters, the prompt-file section it
+reads (checked before a run starts), its description for the adaptive selector, and its
+needs -- a saved program, a prompt model, logprobs -- which the runner, ``hpt list`` and the
+planner read instead of lists of names. The built-in strategies register exactly as a
+plugin's do (hpt.graphs.hpf, .self_consistency, .structured_strategies, .depth_strategies).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.errors import HptError, validation_message
-from hpt.prompts import FieldValue
-from hpt.results.records import Attempt, Call, Reading, mean_token_prob
-from hpt.tasks import Sample, Task
+from hpt.graphs.context import NoAnswer, NoParams, StrategyContext, StrategyFn
 
-if TYPE_CHECKING:
-    from hpt.structured.runtime import CellRuntime
-
-
-class NoParams(BaseModel):
-    """The parameters of a strategy that takes none."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-P = TypeVar("P", bound=BaseModel)
-
-
-@dataclass
-class StrategyContext:
-    sample: Sample
-    task: Task
-    level: int
-    model: Backend
-    knowledge_model: Backend
-    params: GenerationParams
-    exemplar_pool: Sequence[Sample]
-    previous: Sequence[Attempt]
-    # Said about the attempt beyond its calls (e.g. which knowledge candidate was used).
-    notes: dict[str, str] = field(default_factory=dict)
-    # Keeps this sample's (and epoch's) cached answers apart from every other's.
-    cache_seed: str = ""
-    # The same without the sample's identity: for calls that depend only on what they ask
-    # (DepthQA's shared predecessor questions), so identical prompts share one answer.
-    shared_seed: str = ""
-    calls: list[Call] = field(default_factory=list)
-    # The strategy's parameters, validated against the model it registered
-    # (--strategy-arg NAME.FIELD=VALUE); its defaults when none were given.
-    args: BaseModel = field(default_factory=NoParams)
-    # The cell beyond this sample (run directory, per-cell memo, prompt model, --program
-    # files): what the DSPy strategies share across samples. None outside a run.
-    run: CellRuntime | None = None
-    # Readings the strategy makes beside the task's, by name (DSPy's "first_reply" when its
-    # adapter fell back); the attempt records them with its alternatives.
-    alternatives: dict[str, Reading] = field(default_factory=dict)
-
-    def params_as(self, kind: type[P]) -> P:
-        """The strategy's parameters as the model it registered (defaults when unset)."""
-        return self.args if isinstance(self.args, kind) else kind()
-
-    @property
-    def fields(self) -> dict[str, FieldValue]:
-        return dict(self.sample.fields)
-
-    def render(self, strategy: str, key: str, **extra: FieldValue) -> str:
-        prompts = self.task.prompts
-        return prompts.render(strategy, prompts.text(strategy, key), {**self.fields, **extra})
-
-    async def ask(
-        self, messages: list[Message], purpose: str = "answer", model: Backend | None = None
-    ) -> str:
-        return (await self.draw(messages, purpose, model)).text
-
-    async def draw(
-        self,
-        messages: list[Message],
-        purpose: str = "answer",
-        model: Backend | None = None,
-        *,
-        params: GenerationParams | None = None,
-        index: int = 0,
-    ) -> Completion:
-        """One recorded call. ``index`` > 0 marks a further sample of the same prompt, which
-        gets its own cache entry (and, under a fixed sampling seed, seed + index) instead of
-        repeating the first."""
-        backend = model or self.model
-        seed = self.cache_seed if index == 0 else f"{self.cache_seed}#draw{index}"
-        params = params or self.params
-        if index and params.seed is not None:
-            # A fixed sampling seed (--gen-seed) would make every further draw a copy.
-            params = params.model_copy(update={"seed": params.seed + index})
-        result = await backend.complete(messages, params, cache_seed=seed)
-        self.calls.append(Call.of(purpose, backend.name, messages, result))
-        return result
-
-
-StrategyFn = Callable[[StrategyContext], Awaitable[str]]
-STRATEGIES: dict[str, StrategyFn] = {}
-# Each strategy's parameter model (NoParams when it takes none).
-STRATEGY_PARAMS: dict[str, type[BaseModel]] = {}
+__all__ = [
+    "DEFAULT_LADDER",
+    "STRATEGIES",
+    "Needs",
+    "NoAnswer",
+    "NoParams",
+    "StrategyContext",
+    "StrategyRegistrationError",
+    "StrategySpec",
+    "UnknownStrategyError",
+    "ladder_needs",
+    "ladder_strategies",
+    "register_strategy",
+    "resolve_strategies",
+    "strategy",
+    "strategy_params",
+    "wrapped",
+]
 
 DEFAULT_LADDER = ("role", "zero_shot_cot", "three_shot_cot", "least_to_most", "generated_knowledge")
+
+# What would break the command line's syntax: --strategies A,B, --strategy-arg NAME.FIELD=V,
+# --program NAME:DATASET=FILE.
+_BAD_NAME = re.compile(r"[\s,.:=]")
 
 
 class UnknownStrategyError(HptError, ValueError):
     pass
 
 
-class NoAnswer(Exception):
-    """The strategy's calls gave nothing for the task to read (DSPy parsed no reply into a
-    prediction): the attempt is unresolved, with this message as its detail."""
+class StrategyRegistrationError(HptError, ValueError):
+    """A strategy registered under a name that is taken, or described wrongly."""
 
 
-def strategy(name: str, params: type[BaseModel] = NoParams) -> Callable[[StrategyFn], StrategyFn]:
-    """Register ``fn`` as the strategy ``name``; name it in ``--strategies`` to use it.
-    ``params``: a pydantic model of its settings (every field with a default), set with
-    ``--strategy-arg NAME.FIELD=VALUE`` or ``[run.strategy_args.NAME]`` in a run config."""
+class Needs(BaseModel):
+    """What a strategy needs beyond the evaluated model and its prompts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # It can load a saved program instead of making one (--program NAME=FILE).
+    program: bool = False
+    # It asks a second model to write its instructions (--prompt-model); the runner opens
+    # that model only for the ladders that run such a strategy.
+    prompt_model: bool = False
+    # It asks for token logprobs (a backend without them gets its fallback rule).
+    logprobs: bool = False
+
+    def names(self) -> list[str]:
+        """The needs as ``hpt list`` shows them: the option each one reads, or "logprobs"."""
+        shown = {"program": "--program", "prompt_model": "--prompt-model"}
+        return [shown.get(name, name) for name in type(self).model_fields if getattr(self, name)]
+
+    @classmethod
+    def union(cls, needs: Iterable[Needs]) -> Needs:
+        needs = list(needs)
+        return cls(**{name: any(getattr(n, name) for n in needs) for name in cls.model_fields})
+
+
+NO_NEEDS = Needs()
+
+
+class StrategySpec(BaseModel):
+    """One strategy as registered: its node function and what the house reads of it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    fn: StrategyFn
+    # Its settings (every field with a default): --strategy-arg NAME.FIELD=VALUE.
+    params: type[BaseModel] = NoParams
+    # The prompt-file section it reads: a dataset without it is refused before the run.
+    prompt_section: str | None = None
+    # How the adaptive selector is shown it ("Label: what it does"); without one, its name.
+    description: str = ""
+    needs: Needs = NO_NEEDS
+    # The parameter naming another strategy this one runs several times (self_consistency's
+    # ``of``): that strategy's prompt section and needs become this one's.
+    wraps: str | None = None
+    # Whether running it again draws a fresh answer. False for strategies whose answers are
+    # shared between identical prompts (DepthQA's), which a wrapper cannot sample again.
+    redraws: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> StrategySpec:
+        if not self.name or _BAD_NAME.search(self.name):
+            raise ValueError(f"strategy name {self.name!r}: use no spaces, ',', '.', ':' or '='")
+        if self.wraps is not None and self.wraps not in self.params.model_fields:
+            raise ValueError(
+                f"strategy {self.name!r} wraps the strategy its parameter {self.wraps!r} names, "
+                f"but {self.params.__name__} has no such field"
+            )
+        return self
+
+    async def __call__(self, ctx: StrategyContext) -> str:
+        return await self.fn(ctx)
+
+    def shown(self) -> str:
+        """How the adaptive selector is shown it: its description, or its name."""
+        return self.description or self.name.replace("_", " ")
+
+    def label(self) -> str:
+        """Its name as the selector names it: what is shown up to the colon ("Role
+        Prompting"), or, with no description, its name ("self consistency")."""
+        return self.shown().split(":", 1)[0].strip()
+
+
+# Every registered strategy by name, in registration order (built-ins first).
+STRATEGIES: dict[str, StrategySpec] = {}
+
+
+def register_strategy(spec: StrategySpec, *, replace: bool = False) -> StrategySpec:
+    """Make ``spec`` a strategy ``--strategies`` can name. A name already registered is an
+    error unless ``replace`` (a plugin overriding a strategy on purpose)."""
+    known = STRATEGIES.get(spec.name)
+    if known is not None and known != spec and not replace:
+        raise StrategyRegistrationError(
+            f"a strategy named {spec.name!r} is registered already; pass replace=True to replace it"
+        )
+    STRATEGIES[spec.name] = spec
+    return spec
+
+
+def strategy(
+    name: str,
+    params: type[BaseModel] = NoParams,
+    *,
+    prompt_section: str | None = None,
+    description: str = "",
+    needs: Needs = NO_NEEDS,
+    wraps: str | None = None,
+    redraws: bool = True,
+    replace: bool = False,
+) -> Callable[[StrategyFn], StrategyFn]:
+    """Register the decorated function as the strategy ``name`` (see ``StrategySpec`` for
+    the rest); name it in ``--strategies`` to use it. ``params``: a pydantic model of its
+    settings, set with ``--strategy-arg NAME.FIELD=VALUE`` or ``[run.strategy_args.NAME]``."""
 
     def register(fn: StrategyFn) -> StrategyFn:
-        STRATEGIES[name] = fn
-        STRATEGY_PARAMS[name] = params
+        try:
+            spec = StrategySpec(name=name, fn=fn, params=params, prompt_section=prompt_section,
+                                description=description, needs=needs, wraps=wraps,
+                                redraws=redraws)  # fmt: skip
+        except ValidationError as exc:
+            raise StrategyRegistrationError(validation_message(exc, f"strategy {name!r}")) from None
+        register_strategy(spec, replace=replace)
         return fn
 
     return register
-
-
-def strategy_params(
-    strategies: Sequence[str], given: Mapping[str, Mapping[str, Any]]
-) -> dict[str, BaseModel]:
-    """Each ladder strategy's validated parameters; a setting for a strategy that is not in
-    the ladder, or a field it does not have, is an error naming the setting."""
-    stray = [name for name in given if name not in strategies]
-    if stray:
-        raise UnknownStrategyError(
-            f"--strategy-arg names {', '.join(map(repr, stray))}, which is not in the ladder "
-            f"({', '.join(strategies)})"
-        )
-    out: dict[str, BaseModel] = {}
-    for name in strategies:
-        kind = STRATEGY_PARAMS.get(name, NoParams)
-        try:
-            out[name] = kind.model_validate(dict(given.get(name, {})))
-        except ValidationError as exc:
-            fields = ", ".join(kind.model_fields) or "none"
-            problem = validation_message(exc, prefix=name)
-            raise UnknownStrategyError(
-                f"--strategy-arg {problem} (its parameters: {fields})"
-            ) from None
-    return out
 
 
 def resolve_strategies(names: Sequence[str]) -> list[str]:
@@ -169,125 +185,71 @@ def resolve_strategies(names: Sequence[str]) -> list[str]:
     return list(names)
 
 
-def _user(text: str) -> list[Message]:
-    return [Message(role="user", content=text)]
-
-
-@strategy("role")
-async def role(ctx: StrategyContext) -> str:
-    return await ctx.ask(_user(ctx.render("role", "user")))
-
-
-@strategy("zero_shot_cot")
-async def zero_shot_cot(ctx: StrategyContext) -> str:
-    return await ctx.ask(_user(ctx.render("zero_shot_cot", "user")))
-
-
-@strategy("three_shot_cot")
-async def three_shot_cot(ctx: StrategyContext) -> str:
-    prompts = ctx.task.prompts
-    shots = []
-    for ex in ctx.task.exemplars_for(ctx.sample, ctx.exemplar_pool):
-        fields = {**ex.fields, "answer": ex.shown_answer or ex.target}
-        text = prompts.render("three_shot_cot", prompts.text("three_shot_cot", "exemplar"), fields)
-        why = ctx.task.explanation(ex)
-        suffix = prompts.optional_text("three_shot_cot", "explanation")
-        if why and suffix:
-            text += prompts.render("three_shot_cot", suffix, {"explanation": why})
-        shots.append(text)
-    return await ctx.ask(_user(ctx.render("three_shot_cot", "user", exemplars=" ".join(shots))))
-
-
-@strategy("least_to_most")
-async def least_to_most(ctx: StrategyContext) -> str:
-    # One conversation: every step sees all earlier steps and answers, and {previous} names
-    # the latest answer explicitly, as the paper's templates do.
-    steps = ctx.task.prompts.texts("least_to_most", "steps")
-    history: list[Message] = []
-    previous = ""
-    for i, template in enumerate(steps, 1):
-        prompt = ctx.task.prompts.render(
-            "least_to_most", template, {**ctx.fields, "previous": previous}
+def strategy_params(
+    strategies: Sequence[str], given: Mapping[str, Mapping[str, Any]]
+) -> dict[str, BaseModel]:
+    """Each ladder strategy's validated parameters; a setting for a strategy that is not in
+    the ladder, or a field it does not have, or a wrapped strategy it cannot run, is an error
+    naming the setting."""
+    stray = [name for name in given if name not in strategies]
+    if stray:
+        raise UnknownStrategyError(
+            f"--strategy-arg names {', '.join(map(repr, stray))}, which is not in the ladder "
+            f"({', '.join(strategies)})"
         )
-        history = [*history, Message(role="user", content=prompt)]
-        previous = await ctx.ask(history, purpose=f"step {i}/{len(steps)}")
-        history = [*history, Message(role="assistant", content=previous)]
-    return previous
+    out: dict[str, BaseModel] = {}
+    for name in resolve_strategies(strategies):
+        spec = STRATEGIES[name]
+        try:
+            out[name] = spec.params.model_validate(dict(given.get(name, {})))
+        except ValidationError as exc:
+            fields = ", ".join(spec.params.model_fields) or "none"
+            problem = validation_message(exc, prefix=name)
+            raise UnknownStrategyError(
+                f"--strategy-arg {problem} (its parameters: {fields})"
+            ) from None
+        if spec.wraps is not None:
+            _check_wrapped(spec, out[name])
+    return out
 
 
-def choose_knowledge(candidates: Sequence[Completion]) -> tuple[int, str]:
-    """The candidate to use and the rule that chose it (GKP: highest mean token probability
-    when every candidate has logprobs, else the first)."""
-    scores = [mean_token_prob(c.logprobs) for c in candidates]
-    if not scores or any(s is None for s in scores):
-        return 0, "first candidate (the backend returned no logprobs)"
-    known = [s for s in scores if s is not None]
-    best = max(range(len(known)), key=lambda i: known[i])
-    shown = ", ".join(f"{s:.3f}" for s in known)
-    return best, f"candidate {best + 1} of {len(known)} by mean token probability ({shown})"
+def wrapped(name: str, args: BaseModel | None = None) -> str | None:
+    """The strategy ``name`` runs several times, given its parameters (its defaults when
+    ``args`` is not its own); None when it wraps none."""
+    spec = STRATEGIES[name]
+    if spec.wraps is None:
+        return None
+    return str(getattr(args if isinstance(args, spec.params) else spec.params(), spec.wraps))
 
 
-class GeneratedKnowledgeParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    # The paper samples three knowledge candidates and keeps the most probable one.
-    candidates: int = Field(3, ge=1, le=20)
-
-
-@strategy("generated_knowledge", GeneratedKnowledgeParams)
-async def generated_knowledge(ctx: StrategyContext) -> str:
-    n = ctx.params_as(GeneratedKnowledgeParams).candidates
-    prompt = _user(ctx.render("generated_knowledge", "knowledge"))
-    with_logprobs = ctx.params.model_copy(update={"logprobs": True})
-    candidates = [
-        await ctx.draw(
-            prompt,
-            purpose=f"knowledge {i + 1}/{n}",
-            model=ctx.knowledge_model,
-            params=with_logprobs,
-            index=i,
+def _check_wrapped(spec: StrategySpec, args: BaseModel) -> None:
+    inner = wrapped(spec.name, args)
+    setting = f"--strategy-arg {spec.name}.{spec.wraps}={inner}"
+    if inner not in STRATEGIES:
+        raise UnknownStrategyError(
+            f"{setting}: unknown strategy {inner!r}; registered strategies: {', '.join(STRATEGIES)}"
         )
-        for i in range(n)
-    ]
-    chosen, rule = choose_knowledge(candidates)
-    ctx.notes["knowledge"] = rule
-    knowledge = candidates[chosen].text
-    return await ctx.ask(_user(ctx.render("generated_knowledge", "user", knowledge=knowledge)))
+    if inner == spec.name:
+        raise UnknownStrategyError(f"{setting}: {spec.name} cannot run itself")
+    if not STRATEGIES[inner].redraws:
+        raise UnknownStrategyError(
+            f"{setting}: {inner} shares one answer between identical prompts, so every draw "
+            "would repeat it; name a strategy that draws afresh"
+        )
 
 
-class SelfConsistencyParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def ladder_strategies(strategies: Sequence[str], args: Mapping[str, BaseModel]) -> list[str]:
+    """The strategies a ladder runs: its levels, then those they wrap (each once). A wrapped
+    strategy runs with its default parameters."""
+    out = list(strategies)
+    for name in strategies:
+        inner = wrapped(name, args.get(name))
+        while inner is not None and inner not in out:
+            out.append(inner)
+            inner = wrapped(inner)
+    return out
 
-    # Sampled answers; unset: the dataset's ``samples`` in its prompt file's
-    # ``[self_consistency]`` table, else 5.
-    n: int | None = Field(None, ge=1, le=100)
 
-
-SELF_CONSISTENCY_SAMPLES = 5
-
-
-@strategy("self_consistency", SelfConsistencyParams)
-async def self_consistency(ctx: StrategyContext) -> str:
-    """Self-consistency (Wang et al., 2023): several sampled chain-of-thought answers to the
-    zero-shot CoT prompt, and the answer most of them reach. Not one of the paper's five
-    levels; name it anywhere in ``--strategies``; ``--strategy-arg self_consistency.n=7``
-    sets how many."""
-    prompts = ctx.task.prompts
-    n = ctx.params_as(SelfConsistencyParams).n
-    if n is None:
-        n = SELF_CONSISTENCY_SAMPLES
-        if prompts.has("self_consistency"):
-            n = int(prompts.section("self_consistency").get("samples", n))
-    prompt = _user(ctx.render("zero_shot_cot", "user"))
-    drawn = [await ctx.draw(prompt, purpose=f"sample {i + 1}/{n}", index=i) for i in range(n)]
-    answers = [ctx.task.parse(c.text, ctx.sample) for c in drawn]
-    votes = Counter(a for a in answers if a is not None)
-    unreadable = sum(a is None for a in answers)
-    tally = ", ".join(f"{a!r}: {k}" for a, k in votes.most_common())
-    ctx.notes["votes"] = f"{tally or 'none'}; unreadable: {unreadable}"
-    if not votes:
-        return drawn[0].text
-    # Most votes; a tie goes to the answer drawn first.
-    top = max(votes.values())
-    winner = next(a for a in answers if a is not None and votes[a] == top)
-    return next(c.text for c, a in zip(drawn, answers, strict=True) if a == winner)
+def ladder_needs(strategies: Sequence[str], args: Mapping[str, BaseModel]) -> Needs:
+    """What a ladder's strategies need, those they wrap included."""
+    return Needs.union(STRATEGIES[name].needs for name in ladder_strategies(strategies, args))

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from hpt.backends import Message
-from hpt.graphs.strategies import NoAnswer, StrategyContext, UnknownStrategyError, strategy
+from hpt.graphs.strategies import (
+    Needs,
+    NoAnswer,
+    StrategyContext,
+    UnknownStrategyError,
+    strategy,
+)
 from hpt.results.records import Reading
 from hpt.structured.engine import (
     EVALUATION,
@@ -48,6 +54,7 @@ from hpt.structured.optimise import (
     write_outcome,
 )
 from hpt.structured.programs import (
+    SECTION,
     DspySpec,
     Module,
     build_program,
@@ -57,7 +64,6 @@ from hpt.structured.programs import (
 )
 
 HELM = "helm_baseline"
-DSPY_STRATEGIES = ("dspy_predict", "dspy_cot", "dspy_bfrs", "dspy_mipro")
 # The purposes of DSPy's answering calls: its chat-format request, and the JSON request its
 # ChatAdapter falls back to when it cannot parse the reply.
 ANSWER = "answer"
@@ -66,7 +72,7 @@ FALLBACK = f"{ANSWER} ({JSON_FALLBACK})"
 FIRST_REPLY = "first_reply"
 
 
-@strategy(HELM)
+@strategy(HELM, prompt_section=HELM)
 async def helm_baseline(ctx: StrategyContext) -> str:
     """HELM's fixed zero-shot prompt: ``user`` (and an optional ``system``)."""
     messages = []
@@ -230,25 +236,27 @@ def field_text(reply: str, output: str) -> str:
     return _MARKER.sub("", reply).strip()
 
 
-@strategy("dspy_predict")
+@strategy("dspy_predict", prompt_section=SECTION, needs=Needs(program=True))
 async def dspy_predict(ctx: StrategyContext) -> str:
     """Zero-shot dspy.Predict seeded with HELM's instruction (the paper's Zero-Shot Predict)."""
     return await _answer(ctx, "dspy_predict", "predict")
 
 
-@strategy("dspy_cot")
+@strategy("dspy_cot", prompt_section=SECTION, needs=Needs(program=True))
 async def dspy_cot(ctx: StrategyContext) -> str:
     """Zero-shot dspy.ChainOfThought (the paper's Zero-Shot CoT)."""
     return await _answer(ctx, "dspy_cot", "cot")
 
 
-@strategy("dspy_bfrs", BfrsParams)
+@strategy("dspy_bfrs", BfrsParams, prompt_section=SECTION, needs=Needs(program=True))
 async def dspy_bfrs(ctx: StrategyContext) -> str:
     """BootstrapFewShotWithRandomSearch, once per dataset x model (K <= 3 demos)."""
     return await _answer(ctx, "dspy_bfrs", ctx.params_as(BfrsParams).module, "bfrs")
 
 
-@strategy("dspy_mipro", MiproParams)
+@strategy(
+    "dspy_mipro", MiproParams, prompt_section=SECTION, needs=Needs(program=True, prompt_model=True)
+)
 async def dspy_mipro(ctx: StrategyContext) -> str:
     """MIPROv2 (auto="light" by default), once per dataset x model; --prompt-model sets the
     instruction proposer."""

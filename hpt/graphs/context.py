@@ -1,0 +1,111 @@
+"""What a strategy is given (``StrategyContext``: the sample, the task, the models, its
+parameters) and what it may raise (``NoAnswer``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from hpt.backends import Backend, Completion, GenerationParams, Message
+from hpt.prompts import FieldValue
+from hpt.results.records import Attempt, Call, Reading
+from hpt.tasks import Sample, Task
+
+if TYPE_CHECKING:
+    from hpt.structured.runtime import CellRuntime
+
+
+class NoParams(BaseModel):
+    """The parameters of a strategy that takes none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+class NoAnswer(Exception):
+    """The strategy's calls gave nothing for the task to read (DSPy parsed no reply into a
+    prediction): the attempt is unresolved, with this message as its detail."""
+
+
+@dataclass
+class StrategyContext:
+    sample: Sample
+    task: Task
+    level: int
+    model: Backend
+    knowledge_model: Backend
+    params: GenerationParams
+    exemplar_pool: Sequence[Sample]
+    previous: Sequence[Attempt]
+    # Said about the attempt beyond its calls (e.g. which knowledge candidate was used).
+    notes: dict[str, str] = field(default_factory=dict)
+    # Keeps this sample's (and epoch's) cached answers apart from every other's.
+    cache_seed: str = ""
+    # The same without the sample's identity: for calls that depend only on what they ask
+    # (DepthQA's shared predecessor questions), so identical prompts share one answer.
+    shared_seed: str = ""
+    calls: list[Call] = field(default_factory=list)
+    # The strategy's parameters, validated against the model it registered
+    # (--strategy-arg NAME.FIELD=VALUE); its defaults when none were given.
+    args: BaseModel = field(default_factory=NoParams)
+    # The cell beyond this sample (run directory, per-cell memo, prompt model, --program
+    # files): what the DSPy strategies share across samples. None outside a run.
+    run: CellRuntime | None = None
+    # Readings the strategy makes beside the task's, by name (DSPy's "first_reply" when its
+    # adapter fell back); the attempt records them with its alternatives.
+    alternatives: dict[str, Reading] = field(default_factory=dict)
+
+    def params_as(self, kind: type[P]) -> P:
+        """The strategy's parameters as the model it registered (defaults when unset)."""
+        return self.args if isinstance(self.args, kind) else kind()
+
+    @property
+    def fields(self) -> dict[str, FieldValue]:
+        return dict(self.sample.fields)
+
+    def render(self, strategy: str, key: str, **extra: FieldValue) -> str:
+        prompts = self.task.prompts
+        return prompts.render(strategy, prompts.text(strategy, key), {**self.fields, **extra})
+
+    def seeded(
+        self, index: int, params: GenerationParams | None = None
+    ) -> tuple[str, GenerationParams]:
+        """The cache seed and generation parameters of the ``index``-th draw of the same
+        thing: index 0 is the attempt's own; a further one gets its own cache entry and,
+        under a fixed sampling seed (--gen-seed), seed + index instead of a copy."""
+        params = params or self.params
+        if not index:
+            return self.cache_seed, params
+        if params.seed is not None:
+            params = params.model_copy(update={"seed": params.seed + index})
+        return f"{self.cache_seed}#draw{index}", params
+
+    async def ask(
+        self, messages: list[Message], purpose: str = "answer", model: Backend | None = None
+    ) -> str:
+        return (await self.draw(messages, purpose, model)).text
+
+    async def draw(
+        self,
+        messages: list[Message],
+        purpose: str = "answer",
+        model: Backend | None = None,
+        *,
+        params: GenerationParams | None = None,
+        index: int = 0,
+    ) -> Completion:
+        """One recorded call. ``index`` > 0 marks a further sample of the same prompt
+        (``seeded``), not a repeat of the first."""
+        backend = model or self.model
+        seed, params = self.seeded(index, params)
+        result = await backend.complete(messages, params, cache_seed=seed)
+        self.calls.append(Call.of(purpose, backend.name, messages, result))
+        return result
+
+
+StrategyFn = Callable[[StrategyContext], Awaitable[str]]

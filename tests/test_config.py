@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpt.orchestrator.config import ConfigError, load_run_config
+from hpt.orchestrator.spec import RunSpec
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
 from tests.test_cli import assert_user_error, hpt
@@ -66,6 +67,9 @@ def test_toml_and_yaml_give_the_same_config(tmp_path: Path) -> None:
         ('[run]\nconcurency = 3\n', ["run.toml", "run.concurency", "Extra inputs"]),
         ('[run]\nlimit = "many"\n', ["run.limit", "valid integer"]),
         ('[runs]\n', ["run.toml", "runs", "Extra inputs"]),
+        ('[run]\ntask_args = ["mode"]\n', ["run.toml", "run.task_args", "valid dictionary"]),
+        ('[run]\ndepth_mode = "zero-shot"\n[run.task_args.depthqa]\nmode = "multi_turn"\n',
+         ["run.toml", "depth_mode and task_args.depthqa.mode disagree", "give one"]),
         ("[run\n", ["run.toml", "not valid TOML"]),
     ],
 )  # fmt: skip
@@ -76,6 +80,17 @@ def test_config_errors_name_the_file_and_key(text: str, needles: list[str], tmp_
         load_run_config(path)
     for needle in needles:
         assert needle in str(err.value)
+
+
+def test_task_args_and_their_shorthands_in_a_config_file(tmp_path: Path) -> None:
+    """[run.task_args.DATASET] holds a dataset's own arguments; depth_mode and graph, RunSpec's
+    fields before them, are read as DepthQA's (the same value twice is no conflict)."""
+    path = tmp_path / "run.toml"
+    path.write_text('[run]\ndepth_mode = ["multi-turn"]\ngraph = "g"\n'
+                    '[run.task_args.depthqa]\nmode = "multi_turn"\n')  # fmt: skip
+    config = load_run_config(path)
+    spec = RunSpec.model_validate({"dataset": "depthqa", **config.run})
+    assert spec.task_args == {"depthqa": {"mode": ["multi-turn"], "graph": "g"}}
 
 
 def test_missing_or_unknown_config_file(tmp_path: Path) -> None:

@@ -375,3 +375,62 @@ def test_an_empty_answer_scores_the_rubrics_lowest_without_a_judge(tmp_path: Pat
     cell = json.loads((out / "summary.json").read_text())["cells"][0]
     assert (cell["n"], cell["judge_missing"], cell["unresolved"]) == (len(recs), 0, len(recs))
     assert cell["depth_scores"] == {"1": 1.0, "2": 1.0, "3": 1.0}
+
+
+def test_task_args_are_the_flags_long_form(scripted, tmp_path: Path) -> None:
+    """--task-arg depthqa.mode/graph do what --depth-mode and --graph do (these are short for
+    them), in either spelling of a mode; the two disagreeing is one error line."""
+    _, server = scripted
+    graph = write_graph(tmp_path / "graph")
+    out = tmp_path / "long"
+    result = hpt("run", "--dataset", "depthqa", "--task-arg", f"depthqa.graph={graph}",
+                 "--task-arg", 'depthqa.mode=["zero-shot", "multi_turn"]', "--model",
+                 "openai:test-model", "--base-url", server.base_url, "--out", str(out),
+                 "--no-cache")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert {r["variant"] for r in _records(out)} == {"zero-shot", "multi-turn"}
+    spec = json.loads((out / "run.json").read_text())
+    assert spec["task_args"] == {"depthqa": {"graph": str(graph),
+                                             "mode": ["zero-shot", "multi_turn"]}}  # fmt: skip
+    # The same value both ways is no conflict; a shorthand wins over a config file's value.
+    config = tmp_path / "run.toml"
+    config.write_text('[run.task_args.depthqa]\nmode = "prompt-gold"\n')
+    same = _run(server, graph, tmp_path / "same", "--depth-mode", "multi-turn", "--task-arg",
+                "depthqa.mode=multi_turn", "--config", str(config))  # fmt: skip
+    assert same.returncode == 0, same.stderr
+    assert {r["variant"] for r in _records(tmp_path / "same")} == {"multi-turn"}
+    clash = _run(server, graph, tmp_path / "clash", "--depth-mode", "zero-shot", "--task-arg",
+                 "depthqa.mode=multi_turn")  # fmt: skip
+    assert_user_error(clash, "--depth-mode and --task-arg depthqa.mode disagree")
+    clash = _run(server, graph, tmp_path / "clash", "--task-arg", "depthqa.graph=elsewhere")
+    assert_user_error(clash, "--graph and --task-arg depthqa.graph disagree")
+    assert not (tmp_path / "clash").exists()
+
+
+def test_resume_a_run_saved_before_task_args(scripted, tmp_path: Path) -> None:
+    """run.json files written before task_args keep depth_mode and graph at the top level;
+    --resume reads them as DepthQA's arguments and writes run.json anew with task_args."""
+    fake, server = scripted
+    graph = write_graph(tmp_path / "graph")
+    out = tmp_path / "run"
+    assert _run(server, graph, out, "--depth-mode", "zero-shot,multi-turn").returncode == 0
+    spec = json.loads((out / "run.json").read_text())
+    assert spec.pop("task_args") == {"depthqa": {"mode": ["zero-shot", "multi-turn"],
+                                                 "graph": str(graph)}}  # fmt: skip
+    old = {**spec, "depth_mode": ["zero-shot", "multi-turn"], "graph": str(graph)}
+    (out / "run.json").write_text(json.dumps(old, indent=2))
+    lines = (out / "samples.jsonl").read_text().splitlines(keepends=True)
+    (out / "samples.jsonl").write_text("".join(lines[:-3]))  # three records still to do
+    fake.responder.answers.clear()
+    refused = hpt("run", "--resume", str(out), "--depth-mode", "zero-shot", "--task-arg",
+                  "depthqa.mode=zero-shot")  # fmt: skip
+    assert_user_error(refused, "cannot take --depth-mode, --task-arg")
+    resumed = hpt("run", "--resume", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    records = _records(out)
+    assert len(records) == 12 and {r["variant"] for r in records} == {"zero-shot", "multi-turn"}
+    assert fake.responder.answers  # the missing ones were asked
+    saved = json.loads((out / "run.json").read_text())
+    assert "depth_mode" not in saved and "graph" not in saved
+    assert saved["task_args"] == {"depthqa": {"mode": ["zero-shot", "multi-turn"],
+                                              "graph": str(graph)}}  # fmt: skip

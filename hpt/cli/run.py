@@ -33,10 +33,12 @@ from hpt.orchestrator.config import ConfigError
 from hpt.orchestrator.planning import default_out_dir
 from hpt.orchestrator.resume import load_saved_plugins, load_saved_spec
 from hpt.orchestrator.runner import run_evaluation
-from hpt.orchestrator.spec import RunSpec
+from hpt.orchestrator.spec import SHORTHANDS, RunSpec, set_task_arg, with_shorthands
 from hpt.plugins import load_plugins
 from hpt.results.rundir import SAMPLES, SUMMARY
 from hpt.tasks import TASKS
+from hpt.tasks.depthqa.answering import DEPTH_MODES
+from hpt.tasks.depthqa.task import DepthQAArgs
 
 # CLI flag -> RunSpec field, beyond the model and generation options
 RUN_FLAGS = {
@@ -54,8 +56,6 @@ RUN_FLAGS = {
     "epoch": "epoch",
     "threshold": "threshold",
     "samples_per_task": "samples_per_task",
-    "depth_mode": "depth_mode",
-    "graph": "graph",
     "judge_model": "judge_model",
     "prompt_model": "prompt_model",
     "data_dir": "data_dir",
@@ -67,26 +67,34 @@ RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts", 
 
 
 def depth_modes(value: str) -> list[str]:
-    chosen = names(value)
-    known = ("zero-shot", "prompt-gold", "prompt-pred", "multi-turn")
-    for mode in chosen:
-        if mode not in known:
-            raise argparse.ArgumentTypeError(f"{mode!r}: choose from {', '.join(known)}")
+    """--depth-mode's names, as DepthQA's ``mode`` argument reads them (multi_turn too)."""
+    chosen: list[str] = []
+    for mode in names(value):
+        try:
+            chosen += DepthQAArgs.model_validate({"mode": mode}).mode
+        except ValidationError:
+            raise argparse.ArgumentTypeError(
+                f"{mode!r}: choose from {', '.join(DEPTH_MODES)}"
+            ) from None
     return chosen
 
 
-def strategy_arg(value: str) -> tuple[str, str, Any]:
-    """``NAME.FIELD=VALUE``; VALUE is read as JSON when it parses (7, true, [1, 2]), else
-    as text."""
-    key, sep, raw = value.partition("=")
-    name, dot, field = key.strip().partition(".")
-    if not sep or not dot or not name or not field:
-        raise argparse.ArgumentTypeError(f"{value!r}: expected STRATEGY.FIELD=VALUE")
-    try:
-        parsed: Any = json.loads(raw)
-    except json.JSONDecodeError:
-        parsed = raw
-    return name, field.strip(), parsed
+def dotted_arg(owner: str) -> Any:
+    """The type of a ``OWNER.FIELD=VALUE`` flag; VALUE is read as JSON when it parses (7,
+    true, [1, 2]), else as text."""
+
+    def parse(value: str) -> tuple[str, str, Any]:
+        key, sep, raw = value.partition("=")
+        name, dot, field = key.strip().partition(".")
+        if not sep or not dot or not name or not field:
+            raise argparse.ArgumentTypeError(f"{value!r}: expected {owner}.FIELD=VALUE")
+        try:
+            parsed: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            parsed = raw
+        return name, field.strip(), parsed
+
+    return parse
 
 
 def program_arg(value: str) -> tuple[str, Path]:
@@ -139,7 +147,7 @@ def add_parser(sub: Any) -> None:
     run.add_argument(
         "--strategy-arg",
         action="append",
-        type=strategy_arg,
+        type=dotted_arg("STRATEGY"),
         metavar="NAME.FIELD=VALUE",
         help="a strategy's parameter, e.g. self_consistency.n=7 or "
         "generated_knowledge.candidates=5; repeatable",
@@ -186,19 +194,28 @@ def add_parser(sub: Any) -> None:
         help="with --resume: keep samples that ended in an error instead of running them again",
     )
     run.add_argument(
+        "--task-arg",
+        action="append",
+        type=dotted_arg("DATASET"),
+        metavar="DATASET.FIELD=VALUE",
+        help="a dataset's own argument, e.g. depthqa.mode=multi_turn or depthqa.graph=DIR; "
+        "repeatable",
+    )
+    run.add_argument(
         "--depth-mode",
         action="extend",
         type=depth_modes,
-        help="depthqa: zero-shot, prompt-gold, prompt-pred, multi-turn (comma-separated; one "
-        "cell each; default zero-shot unless --strategies names a ladder)",
+        help="short for --task-arg depthqa.mode=...: zero-shot, prompt-gold, prompt-pred, "
+        "multi-turn (comma-separated; one cell each; default zero-shot unless --strategies "
+        "names a ladder)",
     )
     run.add_argument(
         "--graph",
         type=Path,
         metavar="DIR",
-        help="depthqa: a question graph directory (questions.jsonl, nodes.jsonl, "
-        "node_to_q.jsonl), e.g. written by hpt decompose (default: the hub; offline "
-        "--data-dir has the questions without the graph)",
+        help="short for --task-arg depthqa.graph=DIR: a question graph directory "
+        "(questions.jsonl, nodes.jsonl, node_to_q.jsonl), e.g. written by hpt decompose "
+        "(default: the hub; offline --data-dir has the questions without the graph)",
     )
     run.add_argument(
         "--judge-model", help="depthqa: the model that scores answers 1-5 (default: --model)"
@@ -224,7 +241,7 @@ def add_parser(sub: Any) -> None:
 def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
     require_positive(args, "limit", "concurrency", "max_concurrency", "rpm", "tpm",
                      "max_attempts", "samples_per_task")  # fmt: skip
-    merged = merge_model_options(args)
+    merged = with_shorthands(merge_model_options(args))
     for flag, key in RUN_FLAGS.items():
         value = getattr(args, flag)
         if value is not None:
@@ -234,6 +251,8 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
         for name, field, value in args.strategy_arg:
             given.setdefault(name, {})[field] = value
         merged["strategy_args"] = given
+    if args.task_arg or any(getattr(args, flag) is not None for flag in SHORTHANDS):
+        merged["task_args"] = task_args(args, merged.get("task_args") or {})
     apply_penalty_flags(args, merged)
     if args.program:
         programs = {k: Path(v) for k, v in (merged.get("programs") or {}).items()}
@@ -253,9 +272,26 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
     return spec.model_copy(update={"out": spec.out or default_out_dir(spec)})
 
 
+def task_args(args: argparse.Namespace, configured: dict[str, Any]) -> dict[str, Any]:
+    """The config file's task arguments with the command line's over them, field by field:
+    --task-arg, and the shorthands, which may not disagree with a --task-arg."""
+    given: dict[str, dict[str, Any]] = {}
+    for name, field, value in args.task_arg or []:
+        given.setdefault(name, {})[field] = value
+    for flag, (dataset, field) in SHORTHANDS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            shown = f"--{flag.replace('_', '-')} and --task-arg {dataset}.{field}"
+            set_task_arg(given, dataset, field, value, shown)
+    return {name: {**configured.get(name, {}), **given.get(name, {})}
+            for name in {**configured, **given}}  # fmt: skip
+
+
 def resume_spec(args: argparse.Namespace) -> RunSpec:
     flags = [f for f in RUN_FLAGS if getattr(args, f) is not None] + given_model_flags(args)
+    flags += [f for f in SHORTHANDS if getattr(args, f) is not None]
     flags += ["strategy_arg"] if args.strategy_arg else []
+    flags += ["task_arg"] if args.task_arg else []
     flags += ["program"] if args.program else []
     flags += given_penalty_flags(args)
     given = [f"--{f.replace('_', '-')}" for f in flags if f not in RESUME_FLAGS]

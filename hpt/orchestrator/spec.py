@@ -6,7 +6,7 @@ a score) is one *cell*, and all cells run in one pass that shares backends and t
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
 from hpt.backends import GenerationParams
@@ -32,9 +33,13 @@ from hpt.graphs import DEFAULT_LADDER
 from hpt.orchestrator.models import ModelSettings
 from hpt.results.penalties import Penalty
 from hpt.results.runfile import RunMeta
+from hpt.tasks import task_class
 
 Mode = Literal["standard", "adaptive"]
-DepthMode = Literal["zero-shot", "prompt-gold", "prompt-pred", "multi-turn"]
+# Settings that stand for a dataset's argument (dataset, field): RunSpec's fields before
+# task_args, still read from config files' [run], hpt.evaluate(...) and the run.json of runs
+# made before; the flags --depth-mode and --graph.
+SHORTHANDS = {"depth_mode": ("depthqa", "mode"), "graph": ("depthqa", "graph")}
 
 
 class ConfigError(HptError, ValueError):
@@ -78,11 +83,11 @@ class RunSpec(ModelSettings):
     # A model that reads each completion's final answer instead of the rule readers; the rule
     # readers' answers are kept beside it and summaries report how often the two disagree.
     extractor_model: str | None = None
-    # DepthQA: the inference modes, one cell each (zero-shot, prompt-gold, prompt-pred,
-    # multi-turn); its question graph (a directory of questions/nodes/node_to_q.jsonl); and
-    # the model that judges answers 1-5 (None: each evaluated model itself).
-    depth_mode: Annotated[list[DepthMode], BeforeValidator(_listed)] = Field(default_factory=list)
-    graph: Path | None = None
+    # Datasets' own arguments by dataset and field (--task-arg depthqa.mode=multi_turn),
+    # validated against each dataset's argument model when the run starts.
+    task_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Judged datasets (DepthQA): the model that judges answers 1-5 (None: each evaluated
+    # model itself).
     judge_model: str | None = None
     # MIPROv2's instruction proposer (dspy_mipro); None: each evaluated model itself.
     prompt_model: str | None = None
@@ -120,7 +125,12 @@ class RunSpec(ModelSettings):
     penalties: dict[str, Penalty] = Field(default_factory=dict)
     annotations: Path | None = None
 
-    @field_validator("dataset", "model", "mode", "threshold", "depth_mode")
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthands(cls, data: Any) -> Any:
+        return with_shorthands(data) if isinstance(data, dict) else data
+
+    @field_validator("dataset", "model", "mode", "threshold")
     @classmethod
     def _no_repeats(cls, values: list[Any]) -> list[Any]:
         return _unique(values)
@@ -188,6 +198,41 @@ class RunSpec(ModelSettings):
                 f"never written to disk); give it again, credentials included: --base-url URL"
             )
         return restored
+
+
+def with_shorthands(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` (RunSpec's fields) with each shorthand moved into ``task_args``; one that
+    disagrees with the argument it stands for is a ConfigError. The empty values run.json
+    kept for them before (``depth_mode: []``, ``graph: null``) are the defaults: dropped."""
+    out = {k: v for k, v in settings.items() if k not in SHORTHANDS}
+    given = {k: settings[k] for k in SHORTHANDS if settings.get(k) not in (None, [])}
+    if not given:
+        return out
+    task_args = settings.get("task_args") or {}
+    if not isinstance(task_args, Mapping) or not all(
+        isinstance(v, Mapping) for v in task_args.values()
+    ):
+        return dict(settings)  # pydantic says what is wrong with task_args
+    merged = {name: dict(fields) for name, fields in task_args.items()}
+    for key, value in given.items():
+        dataset, field = SHORTHANDS[key]
+        set_task_arg(merged, dataset, field, value,
+                     f"{key} and task_args.{dataset}.{field}")  # fmt: skip
+    return {**out, "task_args": merged}
+
+
+def set_task_arg(
+    task_args: dict[str, dict[str, Any]], dataset: str, field: str, value: Any, both: str
+) -> None:
+    """Set ``dataset.field`` to ``value`` in ``task_args``; a different value already there
+    (as the dataset's arguments read both) is a ConfigError saying ``both`` disagree."""
+    fields = task_args.setdefault(dataset, {})
+    if field in fields:
+        cls = task_class(dataset)
+        before, now = (getattr(cls.arguments({field: v}), field) for v in (fields[field], value))
+        if before != now:
+            raise ConfigError(f"{both} disagree ({now} and {before}); give one")
+    fields[field] = value
 
 
 def _replaced(value: Any, old: str, new: str) -> Any:

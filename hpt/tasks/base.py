@@ -8,10 +8,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.backends import Backend, GenerationParams
-from hpt.errors import HptError
+from hpt.errors import HptError, validation_message
 from hpt.prompts import FieldValue, PromptSet
 from hpt.results.info import ReportTable, TaskInfo
 from hpt.results.penalties import UNSTATED, PenaltySource
@@ -22,6 +22,17 @@ from hpt.tasks.cutoff import CUT_OFF, Whole, noted, whole_part
 
 class DatasetError(HptError, ValueError):
     """The data could not be read: missing file, malformed row, unreachable hub."""
+
+
+class TaskArgError(HptError, ValueError):
+    """A task argument (--task-arg, [run.task_args]) the dataset does not take, or a value it
+    refuses."""
+
+
+class NoArgs(BaseModel):
+    """The arguments of a task that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class Sample(BaseModel):
@@ -84,8 +95,11 @@ class Task(ABC):
     record_kind: ClassVar[str | None] = None
     # Checked by a judge model, which the run binds to each cell (``bind_judge``).
     needs_judge: ClassVar[bool] = False
-    # Run settings the task's constructor takes by name (DepthQA: "graph").
-    run_options: ClassVar[tuple[str, ...]] = ()
+    # The task's own arguments (--task-arg NAME.FIELD=VALUE, [run.task_args.NAME]): a pydantic
+    # model whose fields all have defaults and which forbids others (a misspelt field is an
+    # error, not a silent default). A task that declares one takes the validated instance
+    # as its constructor's ``args`` and reads it as ``self.args``.
+    Args: ClassVar[type[BaseModel]] = NoArgs
     # Generation settings of the dataset's paper, under whatever the run sets.
     default_params: ClassVar[dict[str, Any]] = {}
     # Whether shared/data holds a copy (False: hub only, e.g. HeadQA, MEDEC, MedBullets).
@@ -94,9 +108,38 @@ class Task(ABC):
     # their options (BoolQ: 2); None: the answer is open (a number, code, free text).
     guess_options: ClassVar[int | None] = None
 
-    def __init__(self, data_dir: Path | None = None) -> None:
+    def __init__(self, data_dir: Path | None = None, *, args: BaseModel | None = None) -> None:
         self.data_dir = data_dir
+        self.args = args if args is not None else self.Args()
         self.prompts = PromptSet.load(self.name, self.prompt_dir)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.Args.model_config.get("extra") != "forbid":
+            raise TypeError(f"{cls.__name__}.Args must forbid extra fields "
+                            f"(model_config = ConfigDict(extra='forbid'))")  # fmt: skip
+        required = [n for n, f in cls.Args.model_fields.items() if f.is_required()]
+        if required:
+            raise TypeError(f"{cls.__name__}.Args: every argument needs a default, "
+                            f"not {', '.join(required)}")  # fmt: skip
+
+    @classmethod
+    def arguments(cls, given: Mapping[str, Any]) -> BaseModel:
+        """``given`` (one dataset's --task-arg settings) as the task's ``Args``; a field it
+        lacks or a value it refuses is a TaskArgError naming the setting."""
+        try:
+            return cls.Args.model_validate(dict(given))
+        except ValidationError as exc:
+            fields = ", ".join(cls.Args.model_fields) or "none"
+            problem = validation_message(exc, prefix=cls.name)
+            raise TaskArgError(f"--task-arg {problem} (its arguments: {fields})") from None
+
+    @classmethod
+    def configured(cls, data_dir: Path | None, given: Mapping[str, Any]) -> Task:
+        """The task with its arguments validated from ``given``. One without arguments of its
+        own is built as before: its constructor may not take ``args``."""
+        args = cls.arguments(given)
+        return cls(data_dir) if cls.Args is NoArgs else cls(data_dir, args=args)
 
     @classmethod
     def info(cls) -> TaskInfo:
@@ -141,10 +184,11 @@ class Task(ABC):
         """The samples a run with ``--limit`` evaluates (a seeded choice by default)."""
         return select(samples, limit, seed)
 
-    def variants(self, depth_modes: Sequence[str], strategies: Sequence[str],
+    def variants(self, strategies: Sequence[str],
                  ladder_given: bool) -> list[tuple[str | None, list[str]]]:  # fmt: skip
         """The task's cells beyond dataset x model x mode x threshold: (variant, ladder)
-        pairs. One plain cell with the run's ladder by default; DepthQA adds its modes."""
+        pairs. One plain cell with the run's ladder by default; DepthQA adds the modes its
+        arguments name."""
         return [(None, list(strategies))]
 
     def bind_judge(self, judge: Backend, params: GenerationParams) -> None:

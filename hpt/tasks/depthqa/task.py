@@ -1,16 +1,18 @@
 """DepthQA (kaist-ai/DepthQA): question graphs of depth 1-3, answers judged 1-5 by an LLM
 against a reference answer; a node is resolved when its judge score is at least 4.
 
-Samples are graph nodes (several nodes may share one question). The graph comes from
-``--graph DIR``, else the hub; offline, ``DATA_DIR/depthqa/questions.jsonl`` holds the
-questions without edges, enough for zero-shot runs and depth means."""
+Samples are graph nodes (several nodes may share one question). The graph comes from its
+``graph`` argument (``--graph DIR``), else the hub; offline, ``DATA_DIR/depthqa/questions.jsonl``
+holds the questions without edges, enough for zero-shot runs and depth means."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from hpt.backends import Backend, GenerationParams
 from hpt.results.penalties import convention
@@ -32,6 +34,31 @@ RESOLVED_AT = 4
 EMPTY_SCORE = 1
 # The modes that show a node its predecessors.
 GRAPH_MODES = ("prompt-gold", "prompt-pred", "multi-turn")
+DepthMode = Literal["zero-shot", "prompt-gold", "prompt-pred", "multi-turn"]
+
+
+def _modes(value: Any) -> Any:
+    """One mode or several (a list, or names joined by commas), each also spelt with
+    underscores (``depthqa.mode=multi_turn``), once each."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list):
+        return value
+    spelt = [v.strip().replace("_", "-") if isinstance(v, str) else v for v in value]
+    return list(dict.fromkeys(spelt))
+
+
+class DepthQAArgs(BaseModel):
+    """DepthQA's arguments (--task-arg depthqa.FIELD=VALUE; --depth-mode and --graph are
+    short for its two)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The inference modes, one cell each; none: zero-shot, unless --strategies names a ladder.
+    mode: Annotated[list[DepthMode], BeforeValidator(_modes)] = Field(default_factory=list)
+    # The question graph: a directory of questions.jsonl, nodes.jsonl and node_to_q.jsonl;
+    # None: the hub's (offline, --data-dir's questions without the graph).
+    graph: Path | None = None
 
 
 class DepthQA(Task):
@@ -49,15 +76,15 @@ class DepthQA(Task):
     extra_report_tables = (tables.FORWARD, tables.BACKWARD, tables.MIN_K)
     record_kind = "depth"
     needs_judge = True
-    run_options = ("graph",)
+    Args = DepthQAArgs
+    args: DepthQAArgs
     # The paper's inference settings (section 3).
     default_params: ClassVar[dict[str, Any]] = {
         "temperature": 1.0, "top_p": 0.9, "max_tokens": 1024, "repetition_penalty": 1.03,
     }  # fmt: skip
 
-    def __init__(self, data_dir: Path | None = None, graph: Path | None = None) -> None:
-        super().__init__(data_dir)
-        self.graph_dir = graph
+    def __init__(self, data_dir: Path | None = None, *, args: DepthQAArgs | None = None) -> None:
+        super().__init__(data_dir, args=args)
         self.depth_prompts = DepthPrompts(self.prompts)
         # Shared by the copies a run makes per cell: an answer is asked once per run.
         self.answers = AnswerMemo()
@@ -74,11 +101,11 @@ class DepthQA(Task):
     def questions_only(self) -> bool:
         """The offline questions file: no graph at all (a graph directory may simply have no
         edges: its modes then ask the bare questions)."""
-        return self.graph_dir is None and self.data_dir is not None
+        return self.args.graph is None and self.data_dir is not None
 
     def load_graph(self) -> QuestionGraph:
-        if self.graph_dir is not None:
-            return load_graph_dir(self.graph_dir)
+        if self.args.graph is not None:
+            return load_graph_dir(self.args.graph)
         if self.data_dir is not None:
             return load_questions_only(
                 require_file(self.data_dir, "depthqa/questions.jsonl", self.name)
@@ -111,11 +138,11 @@ class DepthQA(Task):
         keep = set(self.graph.subgraph(chosen).nodes)
         return [s for s in samples if s.id in keep]
 
-    def variants(self, depth_modes: Sequence[str], strategies: Sequence[str],
+    def variants(self, strategies: Sequence[str],
                  ladder_given: bool) -> list[tuple[str | None, list[str]]]:  # fmt: skip
-        """The depth modes asked for, one single-level ladder each; the ladder given with
-        --strategies as one more cell; zero-shot when neither was."""
-        modes = list(depth_modes) or ([] if ladder_given else ["zero-shot"])
+        """The depth modes asked for (``mode``), one single-level ladder each; the ladder
+        given with --strategies as one more cell; zero-shot when neither was."""
+        modes = list(self.args.mode) or ([] if ladder_given else ["zero-shot"])
         if self.questions_only:
             needs = [m for m in modes if m in GRAPH_MODES]
             if needs or (ladder_given and any(s.startswith("depth_") and s != "depth_zero_shot"

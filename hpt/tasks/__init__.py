@@ -1,6 +1,6 @@
 """Datasets and what "resolved" means for each."""
 
-from hpt.tasks.base import Check, DatasetError, Sample, Task, select
+from hpt.tasks.base import Check, DatasetError, NoArgs, Sample, Task, TaskArgError, select
 from hpt.tasks.registry import TASKS, UnknownTaskError, get_task, register_task, task_class
 from hpt.tasks.sources import DATA_DIR_ENV, resolve_data_dir
 
@@ -9,8 +9,10 @@ __all__ = [
     "TASKS",
     "Check",
     "DatasetError",
+    "NoArgs",
     "Sample",
     "Task",
+    "TaskArgError",
     "UnknownTaskError",
     "get_task",
     "register_task",

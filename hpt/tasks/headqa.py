@@ -1,5 +1,5 @@
 """HeadQA: Spanish healthcare specialisation exams in English, multiple choice; from the hub
-only (see hpt.tasks.paper_data)."""
+only (see hpt.tasks.structured_sources)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from hpt.tasks.base import DatasetError, Sample
 from hpt.tasks.choice import ChoiceTask, choice_sample
-from hpt.tasks.paper_data import HubOnly
+from hpt.tasks.structured_sources import HubOnly
 
 
 class HeadQA(HubOnly, ChoiceTask):

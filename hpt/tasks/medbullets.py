@@ -1,5 +1,5 @@
 """MedBullets: USMLE Step 2/3 style questions, multiple choice; from the hub only (see
-hpt.tasks.paper_data)."""
+hpt.tasks.structured_sources)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, seeded_slice
 from hpt.tasks.choice import LETTERS, ChoiceTask, choice_sample
-from hpt.tasks.paper_data import TRAIN_SEED, HubOnly
+from hpt.tasks.structured_sources import TRAIN_SEED, HubOnly
 
 
 class MedBullets(CarvedSplit, HubOnly, ChoiceTask):

@@ -1,5 +1,5 @@
 """MEDEC: does a clinical note contain a medical error? From the hub only (see
-hpt.tasks.paper_data); the verdict is read by hpt.tasks.readers.medec."""
+hpt.tasks.structured_sources); the verdict is read by hpt.tasks.readers.medec."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from hpt.results.penalties import borrowed
 from hpt.tasks.base import DatasetError, Sample
-from hpt.tasks.paper_data import HubOnly
+from hpt.tasks.structured_sources import HubOnly
 from hpt.tasks.readers import read_medec_verdict
 
 

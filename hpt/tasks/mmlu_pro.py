@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, seeded_slice
 from hpt.tasks.choice import ChoiceTask, choice_sample
-from hpt.tasks.paper_data import TRAIN_SEED
+from hpt.tasks.structured_sources import TRAIN_SEED
 from hpt.tasks.sources import load_hub, read_jsonl, require_file
 
 

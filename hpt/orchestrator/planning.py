@@ -18,8 +18,9 @@ from hpt.backends.managed import ManagedBackend
 from hpt.backends.secrets import redact_urls
 from hpt.graphs import (
     DEFAULT_LADDER,
+    STRATEGIES,
     UnknownStrategyError,
-    resolve_strategies,
+    ladder_strategies,
     strategy_params,
 )
 from hpt.orchestrator.spec import ConfigError, RunSpec
@@ -52,16 +53,11 @@ class CellPlan:
 async def plan_cells(spec: RunSpec) -> list[CellPlan]:
     """Load every dataset once and lay out the cells; fails before any model is called."""
     data_dir = resolve_data_dir(spec.data_dir)
-    stray_args = [name for name in spec.task_args if name not in spec.dataset]
-    if stray_args:
-        raise ConfigError(
-            f"--task-arg names {', '.join(map(repr, stray_args))}, which the run does not "
-            f"evaluate ({', '.join(spec.dataset)})"
-        )
-    tasks = {
-        name: task_class(name).configured(data_dir, spec.task_args.get(name, {}))
-        for name in spec.dataset
-    }
+    tasks = {}
+    for name in spec.dataset:
+        cls = task_class(name)
+        options = {key: getattr(spec, key) for key in cls.run_options}
+        tasks[name] = cls(data_dir, **options)
     if spec.threshold and not any(isinstance(t, GenerationTask) for t in tasks.values()):
         raise DatasetError(
             f"--threshold applies to datasets resolved by a score (iwslt, samsum), "
@@ -75,7 +71,8 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
 
     loaded = await asyncio.gather(*(asyncio.to_thread(load, t) for t in tasks.values()))
     ladders_of = {
-        name: task.variants(spec.strategies, ladder_given) for name, task in tasks.items()
+        name: task.variants(spec.depth_mode, spec.strategies, ladder_given)
+        for name, task in tasks.items()
     }
     laddered = {s for ladders in ladders_of.values() for _, ladder in ladders for s in ladder}
     stray = [name for name in spec.strategy_args if name not in laddered]
@@ -92,23 +89,24 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
             {**task.default_params, **spec.params.model_dump(exclude_unset=True)}
         )
         ladders = ladders_of[key]
-        for _, strategies in ladders:
-            resolve_strategies(strategies)
-            for name in strategies:
-                if name in DEFAULT_LADDER:  # fail early if the dataset lacks the level's prompts
-                    task.prompts.section(name)
-                elif name in PROMPT_SECTIONS:
-                    task.prompts.section(PROMPT_SECTIONS[name])
+        args_of = [
+            strategy_params(
+                strategies, {k: v for k, v in spec.strategy_args.items() if k in strategies}
+            )
+            for _, strategies in ladders
+        ]
+        for (_, strategies), args in zip(ladders, args_of, strict=True):
+            for name in ladder_strategies(strategies, args):
+                section = STRATEGIES[name].prompt_section
+                if section is not None:  # fail early if the dataset lacks a strategy's prompts
+                    task.prompts.section(section)
         defaults = task.paper_thresholds if isinstance(task, GenerationTask) else None
         for threshold in spec.thresholds_for(defaults):
             cell_task = task
             if isinstance(task, GenerationTask) and threshold is not None:
                 cell_task = copy.copy(task)
                 cell_task.threshold = threshold
-            for variant, strategies in ladders:
-                args = strategy_params(
-                    strategies, {k: v for k, v in spec.strategy_args.items() if k in strategies}
-                )
+            for (variant, strategies), args in zip(ladders, args_of, strict=True):
                 for model_name in spec.model:
                     label = spec.resolve(model_name).label
                     for mode in spec.mode:
@@ -130,26 +128,18 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
     return plans
 
 
-# Strategies that take a saved program (--program) and the one that uses --prompt-model.
-PROGRAM_STRATEGIES = ("dspy_predict", "dspy_cot", "dspy_bfrs", "dspy_mipro")
-
-
-PROMPT_MODEL_STRATEGIES = {"dspy_mipro"}
-
-
-# The prompt-file section each of those strategies reads.
-PROMPT_SECTIONS = {"helm_baseline": "helm_baseline", **{n: "dspy" for n in PROGRAM_STRATEGIES}}
-
-
 def _check_programs(spec: RunSpec, laddered: set[str]) -> None:
-    """Each --program names a DSPy strategy of the ladder (and a dataset of the run, when
-    it names one) and an existing file."""
+    """Each --program names a strategy of the ladder that loads saved programs (its
+    registration says so: ``Needs.program``), a dataset of the run when it names one, and an
+    existing file."""
     for key, path in spec.programs.items():
         name, _, dataset = key.partition(":")
-        if name not in PROGRAM_STRATEGIES:
+        known = STRATEGIES.get(name)
+        if known is None or not known.needs.program:
+            loaders = [n for n, s in STRATEGIES.items() if s.needs.program]
             raise ConfigError(
                 f"--program {key}={path}: a saved program loads into one of "
-                f"{', '.join(PROGRAM_STRATEGIES)}, not {name!r}"
+                f"{', '.join(loaders)}, not {name!r}"
             )
         if name not in laddered:
             raise ConfigError(f"--program {key}={path}: {name} is not in the ladder")

@@ -20,6 +20,7 @@ from hpt.errors import StorageError
 from hpt.graphs import (
     LadderRuntime,
     build_ladder,
+    ladder_needs,
     resolve_strategies,
 )
 from hpt.graphs.adaptive import build_adaptive
@@ -28,7 +29,6 @@ from hpt.orchestrator.models import ModelBackends
 from hpt.orchestrator.observer import RunObserver, SilentObserver
 from hpt.orchestrator.penalties import run_penalties
 from hpt.orchestrator.planning import (
-    PROMPT_MODEL_STRATEGIES,
     CellPlan,
     default_out_dir,
     described,
@@ -147,9 +147,10 @@ async def _run_locked(
             if p.task.needs_judge:  # each cell its own judge: by default its evaluated model
                 p.task = copy.copy(p.task)
                 p.task.bind_judge(await backend(spec.judge_model or p.model_name), p.params)
-            # MIPROv2's instruction proposer: opened only for a ladder that optimises with it.
+            # The instruction proposer (MIPROv2's): opened only for a ladder whose strategies
+            # (or those they wrap) register that they need it.
             proposer = model
-            if spec.prompt_model and PROMPT_MODEL_STRATEGIES.intersection(p.strategies):
+            if spec.prompt_model and ladder_needs(p.strategies, p.args).prompt_model:
                 proposer = await backend(spec.prompt_model)
             runtime = LadderRuntime(
                 p.task,

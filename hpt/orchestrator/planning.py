@@ -53,11 +53,16 @@ class CellPlan:
 async def plan_cells(spec: RunSpec) -> list[CellPlan]:
     """Load every dataset once and lay out the cells; fails before any model is called."""
     data_dir = resolve_data_dir(spec.data_dir)
-    tasks = {}
-    for name in spec.dataset:
-        cls = task_class(name)
-        options = {key: getattr(spec, key) for key in cls.run_options}
-        tasks[name] = cls(data_dir, **options)
+    stray_args = [name for name in spec.task_args if name not in spec.dataset]
+    if stray_args:
+        raise ConfigError(
+            f"--task-arg names {', '.join(map(repr, stray_args))}, which the run does not "
+            f"evaluate ({', '.join(spec.dataset)})"
+        )
+    tasks = {
+        name: task_class(name).configured(data_dir, spec.task_args.get(name, {}))
+        for name in spec.dataset
+    }
     if spec.threshold and not any(isinstance(t, GenerationTask) for t in tasks.values()):
         raise DatasetError(
             f"--threshold applies to datasets resolved by a score (iwslt, samsum), "
@@ -71,8 +76,7 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
 
     loaded = await asyncio.gather(*(asyncio.to_thread(load, t) for t in tasks.values()))
     ladders_of = {
-        name: task.variants(spec.depth_mode, spec.strategies, ladder_given)
-        for name, task in tasks.items()
+        name: task.variants(spec.strategies, ladder_given) for name, task in tasks.items()
     }
     laddered = {s for ladders in ladders_of.values() for _, ladder in ladders for s in ladder}
     stray = [name for name in spec.strategy_args if name not in laddered]

@@ -164,3 +164,12 @@ def test_a_run_json_from_before_task_args_reads_back() -> None:
     depth = SavedSpec.model_validate({**base, "depth_mode": ["multi-turn"], "graph": "g"})
     assert depth.task_args == {"depthqa": {"mode": ["multi-turn"], "graph": "g"}}
     assert "depth_mode" not in depth.model_dump() and "graph" not in depth.model_dump()
+
+
+def test_hpt_list_shows_each_datasets_arguments(toy: Any) -> None:
+    site, _ = toy
+    listed = hpt("--plugin", "toyplug", "list", env={"PYTHONPATH": str(site), "COLUMNS": "400"})
+    assert listed.returncode == 0, listed.stderr
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("datasets:"))
+    assert "toy(count, answer) (none)" in line
+    assert "depthqa(mode, graph) (kaist-ai/DepthQA)" in line and "boolq (google/boolq)" in line

@@ -96,9 +96,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _list(console: Console) -> int:
     # Names a plugin chose, shown as written (never markup).
-    console.print(
-        "datasets:   " + ", ".join(f"{n} ({t.hub_id})" for n, t in TASKS.items()), markup=False
-    )
+    datasets = []
+    for name, task in TASKS.items():  # name(its --task-arg fields) (where it comes from)
+        fields = list(task.Args.model_fields)
+        datasets.append(f"{name}({', '.join(fields)})" if fields else name)
+        datasets[-1] += f" ({task.hub_id})"
+    console.print("datasets:   " + ", ".join(datasets), markup=False)
     shown = []
     for name, spec in STRATEGIES.items():  # name(its parameters) [what it needs]
         fields = list(spec.params.model_fields)

@@ -38,8 +38,12 @@ def _mixed_run(tmp_path: Path) -> Path:
 
 
 def test_the_room_imports_no_running_code() -> None:
-    """hpt.results may use backends' message types, never graphs, runs, tasks or the CLI."""
+    """hpt.results uses the message types of hpt.types, never a room that runs models, nor
+    the rooms that read it."""
     forbidden = (
+        "hpt.backends",
+        "hpt.prompts",
+        "hpt.structured",
         "hpt.graphs",
         "hpt.orchestrator",
         "hpt.tasks",
@@ -59,10 +63,12 @@ def test_the_room_imports_no_running_code() -> None:
                 assert not name.startswith(forbidden), f"{path.name} imports {name}"
 
 
-# Report and view a run directory where no task, graph or run module can even be imported.
+# Report and view a run directory where no backend, task, graph or run module can even be
+# imported.
 _ALONE = """
 import sys
-for name in ("hpt.tasks", "hpt.graphs", "hpt.orchestrator", "hpt.cli"):
+for name in ("hpt.backends", "hpt.tasks", "hpt.structured", "hpt.graphs", "hpt.orchestrator",
+             "hpt.cli"):
     sys.modules[name] = None  # any import of them now fails
 from pathlib import Path
 from hpt.reports.cells import collect

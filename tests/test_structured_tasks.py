@@ -377,6 +377,10 @@ def test_medec_from_hub_files(tmp_path: Path) -> None:
     ("The note doesn't have an error.", "CORRECT"),
     ("I don't think there is an error in this note.", "CORRECT"),
     ("There is no error. Actually, sentence 4 contains an error.", "ERROR"),
+    # Typographic apostrophes, as many models write them, read as the straight ones.
+    ("The note doesn\u2019t contain an error.", "CORRECT"),
+    ("I don\u2019t think there\u2019s an error in this note.", "CORRECT"),
+    ("There\u2019s an error in sentence 3.", "ERROR"),
 ])  # fmt: skip
 def test_medec_verdicts(completion: str, verdict: str | None) -> None:
     assert read_medec_verdict(completion) == verdict

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hpt.tasks.readers.cues import NEGATING
+from hpt.tasks.readers.cues import CONTRACTED_NOT, NEGATING
 
 # Verdicts a completion states, as (pattern, verdict); the last one stated wins. HELM's own
 # reading takes a reply starting with "CORRECT" as no error and one starting with a sentence
@@ -16,10 +16,11 @@ _MEDEC_VERDICTS: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(
             r"\b(?:no|not any|without|free of)\s+(?:medical\s+|clinical\s+|factual\s+)?errors?\b"
-            r"|\b(?:does not|doesn't|did not|didn't)\s+(?:contain|have|include)\s+(?:an?|any)\s+"
+            r"|\b(?:does not|doesn['’]t|did not|didn['’]t)\s+(?:contain|have|include)\s+"
+            r"(?:an?|any)\s+"
             r"(?:medical\s+|clinical\s+)?error"
             r"|\b(?:text|note|narrative)\s+is\s+(?:medically\s+)?(?:correct|accurate|error-free)\b"
-            r"|\b(?:don't|do not)\s+(?:think|believe|see)\s+(?:that\s+)?there(?:\s+is|'s)\s+"
+            r"|\b(?:don['’]t|do not)\s+(?:think|believe|see)\s+(?:that\s+)?there(?:\s+is|['’]s)\s+"
             r"(?:an?|any)\s+(?:medical\s+|clinical\s+)?error",
             re.I,
         ),
@@ -27,7 +28,7 @@ _MEDEC_VERDICTS: list[tuple[re.Pattern[str], str]] = [
     ),
     (
         re.compile(
-            r"\b(?:contains?|has|have|there\s+is|there's|includes?)\s+(?:an?|one)\s+"
+            r"\b(?:contains?|has|have|there\s+is|there['’]s|includes?)\s+(?:an?|one)\s+"
             r"(?:\w+\s+)?(?:medical\s+|clinical\s+)?error\b"
             r"|\berror\s+(?:is\s+)?in\s+sentence\s+(?:id\s*)?\d+"
             r"|\bsentence\s+(?:id\s*)?\d+\s+(?:contains|has|is\s+(?:wrong|incorrect|erroneous))\b"
@@ -53,6 +54,8 @@ def read_medec_verdict(text: str) -> str | None:
     return max(events)[2] if events else None
 
 
-# A negation shortly before an error statement, in its own sentence. Unlike the other readers'
-# negations it takes "no" and "without", and only the straight "n't" (kept as it was).
-_NEGATED = re.compile(rf"(?:\b(?:{NEGATING}|no|without)\b|n't\b)(?:(?![.!?\n]).)*$", re.I)
+# A negation shortly before an error statement, in its own sentence. Beyond the other readers'
+# negations it takes "no" and "without".
+_NEGATED = re.compile(
+    rf"(?:\b(?:{NEGATING}|no|without)\b|(?:{CONTRACTED_NOT})\b)(?:(?![.!?\n]).)*$", re.I
+)

@@ -393,6 +393,18 @@ CASES: list[Case] = [
     ),
     C(
         "ethanol",
+        "The statement isn't entirely true.",
+        None,
+        why="the same hedge contracted: 'isn't entirely true' is not 'true'",
+    ),
+    C(
+        "ethanol",
+        "That claim isn\u2019t necessarily false.",
+        None,
+        why="a contracted hedge with a typographic apostrophe is no verdict either",
+    ),
+    C(
+        "ethanol",
         "Answer True/False to the question: does ethanol take more energy make that produces? "
         "False.",
         "False",

@@ -11,7 +11,6 @@ from hpt.tasks.readers.cues import (
     CONDITION_AFTER,
     CONTRACTED_NOT,
     NEGATING,
-    NOT,
     WRAP,
     answer_is,
     conditional_before,
@@ -68,7 +67,7 @@ _NEGATED = re.compile(rf"(?:\b(?:{NEGATING})|{CONTRACTED_NOT})\s+(?:be\s+)?$", r
 _OPPOSITE = re.compile(r"\b(?:opposite|reverse|contrary)\s+(?:is|was|would be)\s+$", re.IGNORECASE)
 # "not entirely true", "may be true", "might not be false": hedges, not verdicts.
 _HEDGED = re.compile(
-    rf"(?:\b{NOT}\s+(?:entirely|necessarily|completely|fully|totally|wholly|strictly|"
+    rf"(?:(?:\bnot|{CONTRACTED_NOT})\s+(?:entirely|necessarily|completely|fully|totally|wholly|strictly|"
     r"quite|exactly|always|all|universally|generally)\s+"
     r"|\b(?:may|might|could)\s+(?:also\s+)?(?:not\s+)?(?:be\s+)?"
     r"|\b(?:partially|partly|somewhat|mostly|largely|half|sort of|kind of|technically|"

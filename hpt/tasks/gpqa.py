@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, seeded_slice
 from hpt.tasks.choice import ChoiceTask, choice_sample
-from hpt.tasks.structured_sources import TRAIN_SEED, csv_dict_rows
 from hpt.tasks.sources import DATA_DIR_ENV, load_hub, require_file
+from hpt.tasks.structured_sources import TRAIN_SEED, csv_dict_rows
 
 # The dataset authors' convention, so the questions stay out of plain-text crawls.
 PASSWORD = b"deserted-untie-orchid"

@@ -41,10 +41,10 @@ from typing import Any, ClassVar
 from hpt.results.penalties import borrowed
 from hpt.results.records import Reading
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, Task, seeded_slice
-from hpt.tasks.structured_sources import TRAIN_SEED, csv_dict_rows
 from hpt.tasks.readers import asked, normalize_number, read_answer, read_answer_strict
 from hpt.tasks.readers.medcalc_values import dates, weeks_days
 from hpt.tasks.sources import csv_lines, load_hub, require_file
+from hpt.tasks.structured_sources import TRAIN_SEED, csv_dict_rows
 
 COLUMNS = (
     "Row Number", "Calculator ID", "Calculator Name", "Category", "Output Type", "Note ID",

@@ -9,8 +9,8 @@ from typing import Any
 
 from hpt.results.penalties import borrowed
 from hpt.tasks.base import DatasetError, Sample
-from hpt.tasks.structured_sources import HubOnly
 from hpt.tasks.readers import read_medec_verdict
+from hpt.tasks.structured_sources import HubOnly
 
 
 class MEDEC(HubOnly):

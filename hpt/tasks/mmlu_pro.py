@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 from hpt.tasks.base import CarvedSplit, DatasetError, Parts, Sample, seeded_slice
 from hpt.tasks.choice import ChoiceTask, choice_sample
-from hpt.tasks.structured_sources import TRAIN_SEED
 from hpt.tasks.sources import load_hub, read_jsonl, require_file
+from hpt.tasks.structured_sources import TRAIN_SEED
 
 
 class MMLUPro(CarvedSplit, ChoiceTask):

@@ -70,6 +70,10 @@ def test_toml_and_yaml_give_the_same_config(tmp_path: Path) -> None:
         ('[run]\ntask_args = ["mode"]\n', ["run.toml", "run.task_args", "valid dictionary"]),
         ('[run]\ndepth_mode = "zero-shot"\n[run.task_args.depthqa]\nmode = "multi_turn"\n',
          ["run.toml", "depth_mode and task_args.depthqa.mode disagree", "give one"]),
+        ('[run]\ndepth_mode = "sideways"\n',
+         ["run.toml", "run.task_args.depthqa.mode.0", "(run.depth_mode stands for it)"]),
+        ('[run.task_args.depthqa]\nmodes = "zero-shot"\n',
+         ["run.toml", "run.task_args.depthqa.modes", "Extra inputs"]),
         ("[run\n", ["run.toml", "not valid TOML"]),
     ],
 )  # fmt: skip

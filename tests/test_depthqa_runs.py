@@ -417,7 +417,8 @@ def test_resume_a_run_saved_before_task_args(scripted, tmp_path: Path) -> None:
     spec = json.loads((out / "run.json").read_text())
     assert spec.pop("task_args") == {"depthqa": {"mode": ["zero-shot", "multi-turn"],
                                                  "graph": str(graph)}}  # fmt: skip
-    old = {**spec, "depth_mode": ["zero-shot", "multi-turn"], "graph": str(graph)}
+    old = {**spec, "depth_mode": ["zero-shot", "multi-turn"], "graph": str(graph),
+           "hpt_version": "0.1.0"}  # fmt: skip
     (out / "run.json").write_text(json.dumps(old, indent=2))
     lines = (out / "samples.jsonl").read_text().splitlines(keepends=True)
     (out / "samples.jsonl").write_text("".join(lines[:-3]))  # three records still to do
@@ -427,6 +428,9 @@ def test_resume_a_run_saved_before_task_args(scripted, tmp_path: Path) -> None:
     assert_user_error(refused, "cannot take --depth-mode, --task-arg")
     resumed = hpt("run", "--resume", str(out))
     assert resumed.returncode == 0, resumed.stderr
+    # Records of two versions in one run: said once, not hidden.
+    warned = [x for x in resumed.stderr.splitlines() if x.startswith("hpt: warning:")]
+    assert len(warned) == 1 and "started by hpt 0.1.0 and is resumed by hpt" in warned[0]
     records = _records(out)
     assert len(records) == 12 and {r["variant"] for r in records} == {"zero-shot", "multi-turn"}
     assert fake.responder.answers  # the missing ones were asked
@@ -434,3 +438,32 @@ def test_resume_a_run_saved_before_task_args(scripted, tmp_path: Path) -> None:
     assert "depth_mode" not in saved and "graph" not in saved
     assert saved["task_args"] == {"depthqa": {"mode": ["zero-shot", "multi-turn"],
                                               "graph": str(graph)}}  # fmt: skip
+
+
+def test_depthqa_shorthands_apply_to_nothing_in_a_run_without_depthqa(
+    scripted, data_dir: Path, tmp_path: Path
+) -> None:
+    """As before task_args: --depth-mode/--graph, a shared config's depth_mode and an old
+    run.json's depth_mode/graph do nothing to a run that does not evaluate DepthQA; and a
+    dataset's name is read whatever its case."""
+    _, server = scripted
+    graph = write_graph(tmp_path / "graph")
+    config = tmp_path / "shared.toml"
+    config.write_text('[run]\ndepth_mode = "multi-turn"\n')
+    out = tmp_path / "boolq"
+    result = hpt("run", "--dataset", "boolq", "--limit", "2", "--strategies", "role",
+                 "--depth-mode", "zero-shot", "--graph", str(graph), "--config", str(config),
+                 "--data-dir", str(data_dir), "--model", "openai:test-model", "--base-url", server.base_url, "--out",
+                 str(out), "--no-cache")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    saved = json.loads((out / "run.json").read_text())
+    assert saved["task_args"] == {}
+    # A run.json of before with a DepthQA setting in a boolq run resumes.
+    lines = (out / "samples.jsonl").read_text().splitlines(keepends=True)
+    (out / "samples.jsonl").write_text("".join(lines[:-1]))
+    (out / "run.json").write_text(json.dumps({**saved, "depth_mode": ["zero-shot"]}))
+    resumed = hpt("run", "--resume", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(_records(out)) == 2
+    upper = _run(server, graph, tmp_path / "upper", "--dataset", "DepthQA")
+    assert upper.returncode == 0, upper.stderr

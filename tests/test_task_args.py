@@ -120,7 +120,7 @@ def test_task_args_from_a_config_file_and_the_flag_over_it(toy: Any, tmp_path: P
         ("toy.count=many", ["--task-arg toy.count", "integer"]),
         ("toy.answer=maybe", ["--task-arg toy.answer", "'even' or 'odd'"]),
         ("toy.colour=red", ["--task-arg toy.colour", "(its arguments: count, answer)"]),
-        ("boolq.count=2", ["--task-arg names 'boolq'", "does not evaluate (toy)"]),
+        ("boolq.count=2", ["task arguments", "for 'boolq'", "does not evaluate (toy)"]),
         ("toy.count", ["--task-arg", "expected DATASET.FIELD=VALUE"]),
     ],
 )
@@ -158,12 +158,15 @@ def test_a_task_declares_arguments_with_defaults_that_forbid_others() -> None:
 def test_a_run_json_from_before_task_args_reads_back() -> None:
     """run.json files written before task_args kept DepthQA's settings at the top level;
     their empty defaults (every run had them) are dropped, set ones become task_args."""
-    base = {"dataset": ["boolq"], "model": ["local"]}
+    base = {"dataset": ["boolq", "depthqa"], "model": ["local"]}
     plain = SavedSpec.model_validate({**base, "depth_mode": [], "graph": None})
     assert plain.task_args == {}
     depth = SavedSpec.model_validate({**base, "depth_mode": ["multi-turn"], "graph": "g"})
     assert depth.task_args == {"depthqa": {"mode": ["multi-turn"], "graph": "g"}}
     assert "depth_mode" not in depth.model_dump() and "graph" not in depth.model_dump()
+    # In a run without DepthQA they applied to nothing, and still do.
+    boolq = {**base, "dataset": ["boolq"], "depth_mode": ["multi-turn"], "graph": "g"}
+    assert SavedSpec.model_validate(boolq).task_args == {}
 
 
 def test_hpt_list_shows_each_datasets_arguments(toy: Any) -> None:

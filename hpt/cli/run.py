@@ -241,18 +241,22 @@ def add_parser(sub: Any) -> None:
 def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
     require_positive(args, "limit", "concurrency", "max_concurrency", "rpm", "tpm",
                      "max_attempts", "samples_per_task")  # fmt: skip
-    merged = with_shorthands(merge_model_options(args))
+    merged = merge_model_options(args)
     for flag, key in RUN_FLAGS.items():
         value = getattr(args, flag)
         if value is not None:
             merged[key] = value
+    # Once the datasets are known: a shorthand applies only to a dataset the run evaluates.
+    merged = with_shorthands(merged)
     if args.strategy_arg:
         given = {k: dict(v) for k, v in (merged.get("strategy_args") or {}).items()}
         for name, field, value in args.strategy_arg:
             given.setdefault(name, {})[field] = value
         merged["strategy_args"] = given
     if args.task_arg or any(getattr(args, flag) is not None for flag in SHORTHANDS):
-        merged["task_args"] = task_args(args, merged.get("task_args") or {})
+        datasets = merged.get("dataset") or []
+        datasets = datasets if isinstance(datasets, list) else [datasets]
+        merged["task_args"] = task_args(args, merged.get("task_args") or {}, datasets)
     apply_penalty_flags(args, merged)
     if args.program:
         programs = {k: Path(v) for k, v in (merged.get("programs") or {}).items()}
@@ -272,15 +276,18 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
     return spec.model_copy(update={"out": spec.out or default_out_dir(spec)})
 
 
-def task_args(args: argparse.Namespace, configured: dict[str, Any]) -> dict[str, Any]:
+def task_args(
+    args: argparse.Namespace, configured: dict[str, Any], configured_datasets: list[Any]
+) -> dict[str, Any]:
     """The config file's task arguments with the command line's over them, field by field:
     --task-arg, and the shorthands, which may not disagree with a --task-arg."""
     given: dict[str, dict[str, Any]] = {}
     for name, field, value in args.task_arg or []:
         given.setdefault(name, {})[field] = value
+    evaluated = {str(d).lower() for d in configured_datasets}
     for flag, (dataset, field) in SHORTHANDS.items():
         value = getattr(args, flag)
-        if value is not None:
+        if value is not None and dataset in evaluated:  # else it applies to nothing, as before
             shown = f"--{flag.replace('_', '-')} and --task-arg {dataset}.{field}"
             set_task_arg(given, dataset, field, value, shown)
     return {name: {**configured.get(name, {}), **given.get(name, {})}

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hpt.backends import AnyModelConfig
 from hpt.errors import validation_message
-from hpt.orchestrator.spec import ConfigError, RunSpec
+from hpt.orchestrator.spec import SHORTHANDS, ConfigError, RunSpec
+from hpt.tasks import UnknownTaskError, task_class
 
 __all__ = ["ConfigError", "RunConfigFile", "load_run_config"]
 
@@ -70,10 +71,35 @@ def load_run_config(path: Path) -> RunConfigFile:
         raise ConfigError(validation_message(exc, str(path))) from None
     if "models" in config.run:
         raise ConfigError(f"{path}: run.models: models are [models.NAME] tables, not in [run]")
-    # Check the run table's fields now, so its errors name this file.
-    probe = {"dataset": "-", **config.run, "models": config.models}
+    # Check the run table's fields now, so its errors name this file: with the datasets the
+    # shorthands stand for, so that theirs are checked too (a file may name no dataset).
+    datasets = config.run.get("dataset", "-")
+    datasets = [datasets] if isinstance(datasets, str) else datasets
+    if isinstance(datasets, list):
+        datasets = [*datasets, *(dataset for dataset, _ in SHORTHANDS.values())]
     try:
-        RunSpec.model_validate(probe)
+        spec = RunSpec.model_validate({**config.run, "dataset": datasets, "models": config.models})
     except ValidationError as exc:
         raise ConfigError(validation_message(exc, str(path), prefix="run")) from None
+    for name, fields in spec.task_args.items():
+        _check_task_args(path, config.run, name, fields)
     return config
+
+
+def _check_task_args(path: Path, run: dict[str, Any], name: str, fields: dict[str, Any]) -> None:
+    """One dataset's arguments against its declared model, the error naming this file. A
+    dataset only a plugin registers (loaded after the file is read) is checked when the run
+    starts."""
+    try:
+        cls = task_class(name)
+    except UnknownTaskError:
+        return
+    try:
+        cls.Args.model_validate(fields)
+    except ValidationError as exc:
+        shorthands = [f"run.{key}" for key, (dataset, _) in SHORTHANDS.items()
+                      if dataset == cls.name and key in run]  # fmt: skip
+        verb = "stands" if len(shorthands) == 1 else "stand"
+        note = f" ({' and '.join(shorthands)} {verb} for it)" if shorthands else ""
+        problem = validation_message(exc, str(path), prefix=f"run.task_args.{name}")
+        raise ConfigError(problem + note) from None

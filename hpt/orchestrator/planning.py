@@ -53,14 +53,17 @@ class CellPlan:
 async def plan_cells(spec: RunSpec) -> list[CellPlan]:
     """Load every dataset once and lay out the cells; fails before any model is called."""
     data_dir = resolve_data_dir(spec.data_dir)
-    stray_args = [name for name in spec.task_args if name not in spec.dataset]
+    # Dataset names are read whatever their case (--dataset DepthQA), task arguments too.
+    task_args = {name.lower(): fields for name, fields in spec.task_args.items()}
+    stray_args = [name for name in spec.task_args if name.lower() not in
+                  {d.lower() for d in spec.dataset}]  # fmt: skip
     if stray_args:
         raise ConfigError(
-            f"--task-arg names {', '.join(map(repr, stray_args))}, which the run does not "
-            f"evaluate ({', '.join(spec.dataset)})"
+            f"task arguments (--task-arg, [run.task_args]) for {', '.join(map(repr, stray_args))}"
+            f", which the run does not evaluate ({', '.join(spec.dataset)})"
         )
     tasks = {
-        name: task_class(name).configured(data_dir, spec.task_args.get(name, {}))
+        name: task_class(name).configured(data_dir, task_args.get(name.lower(), {}))
         for name in spec.dataset
     }
     if spec.threshold and not any(isinstance(t, GenerationTask) for t in tasks.values()):

@@ -8,12 +8,14 @@ import asyncio
 import contextlib
 import copy
 import errno
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hpt import __version__
 from hpt.backends import ResponseCache
 from hpt.backends.managed import ManagedBackend
 from hpt.errors import StorageError
@@ -106,6 +108,14 @@ async def _run_locked(
     done: set[tuple[Any, ...]] = set()
     if resume:
         saved = load_saved_spec(out)
+        if saved.hpt_version != __version__:
+            # What a version changes (a prompt's wording, a reader's rule) would make the
+            # records of one cell come from two behaviours, with nothing in them to say so.
+            sys.stderr.write(
+                f"hpt: warning: {out} was started by hpt {saved.hpt_version} and is resumed by "
+                f"hpt {__version__}; records of both versions will stand in one run (start a "
+                "new run to compare like with like)\n"
+            )
         by_cell = {p.cell: p for p in plans}
         try:
             # Outlasting a cancellation: the lock is not released while it rewrites the file.

@@ -205,7 +205,15 @@ def with_shorthands(settings: Mapping[str, Any]) -> dict[str, Any]:
     disagrees with the argument it stands for is a ConfigError. The empty values run.json
     kept for them before (``depth_mode: []``, ``graph: null``) are the defaults: dropped."""
     out = {k: v for k, v in settings.items() if k not in SHORTHANDS}
-    given = {k: settings[k] for k in SHORTHANDS if settings.get(k) not in (None, [])}
+    # A shorthand for a dataset the run does not evaluate applies to nothing, as it did
+    # before task_args (a shared config's depth_mode, a boolq run's saved graph: null).
+    datasets = _listed(settings.get("dataset"))
+    evaluated = {str(d).lower() for d in datasets} if isinstance(datasets, list) else set()
+    given = {
+        k: settings[k]
+        for k, (dataset, _) in SHORTHANDS.items()
+        if settings.get(k) not in (None, []) and dataset in evaluated
+    }
     if not given:
         return out
     task_args = settings.get("task_args") or {}

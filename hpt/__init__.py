@@ -14,6 +14,8 @@ _LAZY = {
     "resume": "hpt.orchestrator.api",
     "RunSpec": "hpt.orchestrator.spec",
     "RunResult": "hpt.orchestrator.runner",
+    "RunObserver": "hpt.orchestrator.observer",
+    "SilentObserver": "hpt.orchestrator.observer",
     "Summary": "hpt.results.tally",
     "SampleRecord": "hpt.results.records",
     "read_records": "hpt.results.reader",

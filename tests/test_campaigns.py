@@ -55,12 +55,23 @@ async def test_matrix_runs_concurrently_inside_a_running_loop(
                 await asyncio.sleep(0.01)
 
         side = asyncio.create_task(ticker())
+
+        seen: Counter[tuple[str, str, str, float | None]] = Counter()
+
+        class Watcher(hpt.SilentObserver):  # as a script watches: by the tally's cell
+            def recorded(self, record: Any, tally: Any) -> None:
+                seen[tally.dataset, tally.model, tally.mode, tally.threshold] += 1
+                assert (record.dataset, record.model) == (tally.cell.dataset, tally.cell.model)
+
+        watcher = Watcher()
         result = await hpt.evaluate(
             datasets=["boolq", "csqa"], models=["alpha", "beta"], mode="standard",
             model_configs=_two_models(srv.base_url), limit=4, concurrency=3,
             strategies=["role", "zero_shot_cot", "three_shot_cot"],
-            data_dir=data_dir, out=tmp_path / "campaign",
+            data_dir=data_dir, out=tmp_path / "campaign", observer=watcher,
         )  # fmt: skip
+        assert seen == {(d, m, "standard", None): 4
+                                for d in ("boolq", "csqa") for m in ("alpha", "beta")}  # fmt: skip
         side.cancel()
     assert ticks > 5 and result.complete
     cells = {(s.dataset, s.model, s.mode): s for s in result.summaries}

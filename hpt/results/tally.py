@@ -159,6 +159,27 @@ class Tally:
         self.chance_sums: list[float] | None = [0.0, 0.0, 0.0] if mode == "standard" else None
         self._chance_by_k: dict[int, ChanceLevels] = {}
 
+    # The cell's parts, as observers (RunObserver.recorded) have read them from the tally.
+    @property
+    def dataset(self) -> str:
+        return self.cell.dataset
+
+    @property
+    def model(self) -> str:
+        return self.cell.model
+
+    @property
+    def mode(self) -> str:
+        return self.cell.mode
+
+    @property
+    def threshold(self) -> float | None:
+        return self.cell.threshold
+
+    @property
+    def variant(self) -> str | None:
+        return self.cell.variant
+
     @classmethod
     def of(cls, record: SampleRecord, info: TaskInfo | None = None) -> Tally:
         """An empty tally for the cell ``record`` belongs to."""

@@ -549,3 +549,27 @@ def test_no_interval_where_none_can_be_computed(tmp_path: Path) -> None:
     _, (ladder,) = read_runs([write_run(tmp_path / "mixed", mixed)])
     assert ladder.hpi_ci is not None and ladder.hpi_ci_missing is None
     assert ladder.hpi_ci[0] < 2.0 < ladder.hpi_ci[1]
+
+
+def test_a_climb_no_judge_scored_counts_nowhere_whatever_score_it_was_saved_with(
+    tmp_path: Path,
+) -> None:
+    """Older runs saved an hpi_score for a climb whose judge gave no score; reports leave it
+    out of n, and the ceiling's mean prompt tokens per scored sample now do too (they summed
+    its tokens while dividing by an n without it: 420 where 320 is right)."""
+    from hpt.results.records import Verdict
+
+    records = []
+    for i in range(6):
+        record = make_record(f"s{i}", level=1 if i % 2 else None, m=1, tokens=(100 * (i + 1), 10))
+        record.strategies = ["helm_baseline"]
+        for attempt in record.attempts:
+            attempt.strategy = "helm_baseline"
+        if i == 4:  # the judge gave no score, yet hpi_score was saved
+            record.attempts[-1].verdict = Verdict(score=None, feedback="")
+            assert record.hpi_score is not None
+        records.append(record)
+    methods, _ = read_runs([write_run(tmp_path / "run", records)])
+    (method,) = methods
+    assert method.n == 5
+    assert method.prompt_tokens == pytest.approx((100 + 200 + 300 + 400 + 600) / 5)

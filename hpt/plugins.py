@@ -66,7 +66,7 @@ def installed_plugins() -> list[EntryPoint]:
 
 def load_plugins(modules: Iterable[str] = (), *, installed: bool = True) -> None:
     """Load the installed packages' plugins, then ``modules`` (so a command-line plugin can
-    override what a package registered)."""
+    replace what a package registered, saying so: ``replace=True``)."""
     if installed:
         for ep in installed_plugins():
             _load_entry_point(ep)

@@ -14,8 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from hpt.cli.common import names
-from hpt.cli.report import print_written
+from hpt.cli.common import names, print_written
 from hpt.reports.ceiling import DEFAULT_BASELINE, DEFAULT_HEADLINE
 from hpt.reports.ceiling_markdown import delta_cell, headline, n_of, signed
 from hpt.reports.ceiling_types import CeilingReport

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from hpt.errors import EXIT_FAILURE as EXIT_FAILURE
 from hpt.errors import EXIT_USAGE as EXIT_USAGE
 from hpt.orchestrator.spec import ConfigError
+from hpt.results.info import TaskInfo
+from hpt.tasks import TASKS
 
 EXIT_INTERRUPTED = 130
 
@@ -63,3 +66,16 @@ def require_positive(args: argparse.Namespace, *flags: str) -> None:
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
+
+
+def print_written(console: Console, paths: list[Path]) -> None:
+    console.print(
+        "wrote " + ", ".join(str(p) for p in paths),
+        highlight=False, markup=False, soft_wrap=True,
+    )  # fmt: skip
+
+
+def installed_descriptions() -> dict[str, TaskInfo]:
+    """The installed tasks' descriptions, for run directories saved before run.json
+    carried them; a directory's own descriptions always come first."""
+    return {name: task.info() for name, task in TASKS.items()}

@@ -9,7 +9,8 @@ from typing import Any
 
 from rich.console import Console
 
-from hpt.cli.report import comparison_options, installed_descriptions, print_written
+from hpt.cli.common import installed_descriptions, print_written
+from hpt.cli.report import comparison_options
 
 
 def add_parser(sub: Any) -> None:

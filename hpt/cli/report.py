@@ -10,8 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from hpt.results.info import TaskInfo
-from hpt.tasks import TASKS
+from hpt.cli.common import installed_descriptions, print_written
 
 
 def add_parser(sub: Any) -> None:
@@ -57,12 +56,6 @@ def positive_float(text: str) -> float:
     return value
 
 
-def installed_descriptions() -> dict[str, TaskInfo]:
-    """The installed tasks' descriptions, for run directories saved before run.json
-    carried them; a directory's own descriptions always come first."""
-    return {name: task.info() for name, task in TASKS.items()}
-
-
 def command(args: argparse.Namespace, console: Console) -> int:
     from hpt.reports import api  # numpy: loaded only for reports
 
@@ -78,10 +71,3 @@ def command(args: argparse.Namespace, console: Console) -> int:
     print(written.text)
     print_written(console, written.paths)
     return 0
-
-
-def print_written(console: Console, paths: list[Path]) -> None:
-    console.print(
-        "wrote " + ", ".join(str(p) for p in paths),
-        highlight=False, markup=False, soft_wrap=True,
-    )  # fmt: skip

@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import TypeAdapter
 from rich.console import Console
 
+from hpt.cli.common import installed_descriptions
 from hpt.cli.progress import print_table, summary_table
-from hpt.cli.report import installed_descriptions
 from hpt.results.reader import read_records, read_run_info, require_run_dirs
 from hpt.results.tally import Summary, summarize_cells
 

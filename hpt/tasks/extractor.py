@@ -3,7 +3,7 @@ task's canonical form, and the task's rule reader reads that short reply instead
 completion. The rule reader's own reading is kept beside it (``alternatives["rule"]``), so a
 run shows how often the two disagree. Of a reply cut off at the length limit the extractor is
 shown what the rule reader reads, its whole part, and nothing of a repeating loop (the ladder
-decides that: hpt.graphs.ladder)."""
+decides that: hpt.graphs.node)."""
 
 from __future__ import annotations
 

@@ -49,6 +49,20 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
+def _lazy_names() -> dict[str, str]:
+    """``hpt``'s names loaded on first use (``from hpt import evaluate`` imports the
+    orchestrator): its ``_LAZY`` table, read without importing it."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "_LAZY":
+            table: dict[str, str] = ast.literal_eval(node.value)
+            return table
+    return {}
+
+
+LAZY = _lazy_names()
+
+
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The hpt modules ``name`` imports when it runs (at the top or inside a function; not
     under ``if TYPE_CHECKING``). ``from pkg import sub`` imports the submodule ``sub``, not
@@ -79,7 +93,10 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             if source.startswith("hpt"):
                 for alias in node.names:
                     sub = f"{source}.{alias.name}"
-                    found.add(sub if sub in modules else (owner(source) or source))
+                    if source == "hpt" and alias.name in LAZY:
+                        found.add(LAZY[alias.name])
+                    else:
+                        found.add(sub if sub in modules else (owner(source) or source))
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -165,6 +182,13 @@ def test_no_import_cycles_between_files_or_rooms() -> None:
     for module, targets in graph.items():
         rooms[_room(module)] |= {_room(t) for t in targets} - {_room(module)}
     assert _cycles(dict(rooms)) == []
+
+
+def test_hpts_lazy_names_count_as_imports_of_their_modules(tmp_path: Path) -> None:
+    assert LAZY["evaluate"] == "hpt.orchestrator.api"
+    probe = tmp_path / "__init__.py"  # read as if it were hpt/results/__init__.py
+    probe.write_text("from hpt import evaluate\n", encoding="utf-8")
+    assert _imports("hpt.results", probe, _modules()) == {"hpt.orchestrator.api"}
 
 
 def test_the_cycle_finder_finds_cycles() -> None:

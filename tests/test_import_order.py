@@ -27,8 +27,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "orchestrator": {"backends", "prompts", "results", "tasks", "structured", "graphs"},
     "reports": {"results"},
     "viewer": {"results"},
-    "cli": {*(r for r in ("backends", "prompts", "results", "tasks", "structured", "graphs")),
-            "orchestrator", "reports", "viewer"},
+    "cli": {"backends", "prompts", "results", "tasks", "structured", "graphs", "orchestrator",
+            "reports", "viewer"},
 }  # fmt: skip
 
 

@@ -33,7 +33,13 @@ from hpt.orchestrator.config import ConfigError
 from hpt.orchestrator.planning import default_out_dir
 from hpt.orchestrator.resume import load_saved_plugins, load_saved_spec
 from hpt.orchestrator.runner import run_evaluation
-from hpt.orchestrator.spec import SHORTHANDS, RunSpec, set_task_arg, with_shorthands
+from hpt.orchestrator.spec import (
+    SHORTHANDS,
+    RunSpec,
+    evaluated,
+    set_task_arg,
+    with_shorthands,
+)
 from hpt.plugins import load_plugins
 from hpt.results.rundir import SAMPLES, SUMMARY
 from hpt.tasks import TASKS
@@ -254,8 +260,7 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
             given.setdefault(name, {})[field] = value
         merged["strategy_args"] = given
     if args.task_arg or any(getattr(args, flag) is not None for flag in SHORTHANDS):
-        datasets = merged.get("dataset") or []
-        datasets = datasets if isinstance(datasets, list) else [datasets]
+        datasets = evaluated(merged.get("dataset"))
         merged["task_args"] = task_args(args, merged.get("task_args") or {}, datasets)
     apply_penalty_flags(args, merged)
     if args.program:
@@ -277,17 +282,16 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
 
 
 def task_args(
-    args: argparse.Namespace, configured: dict[str, Any], configured_datasets: list[Any]
+    args: argparse.Namespace, configured: dict[str, Any], datasets: set[str]
 ) -> dict[str, Any]:
     """The config file's task arguments with the command line's over them, field by field:
     --task-arg, and the shorthands, which may not disagree with a --task-arg."""
     given: dict[str, dict[str, Any]] = {}
     for name, field, value in args.task_arg or []:
         given.setdefault(name, {})[field] = value
-    evaluated = {str(d).lower() for d in configured_datasets}
     for flag, (dataset, field) in SHORTHANDS.items():
         value = getattr(args, flag)
-        if value is not None and dataset in evaluated:  # else it applies to nothing, as before
+        if value is not None and dataset in datasets:  # else it applies to nothing, as before
             shown = f"--{flag.replace('_', '-')} and --task-arg {dataset}.{field}"
             set_task_arg(given, dataset, field, value, shown)
     return {name: {**configured.get(name, {}), **given.get(name, {})}

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hpt.backends import AnyModelConfig
 from hpt.errors import validation_message
 from hpt.orchestrator.spec import SHORTHANDS, ConfigError, RunSpec
-from hpt.tasks import UnknownTaskError, task_class
+from hpt.tasks import TaskArgError, UnknownTaskError, task_class
 
 __all__ = ["ConfigError", "RunConfigFile", "load_run_config"]
 
@@ -95,11 +95,10 @@ def _check_task_args(path: Path, run: dict[str, Any], name: str, fields: dict[st
     except UnknownTaskError:
         return
     try:
-        cls.Args.model_validate(fields)
-    except ValidationError as exc:
+        cls.arguments(fields, where=f"{path}: run.task_args.")
+    except TaskArgError as exc:
         shorthands = [f"run.{key}" for key, (dataset, _) in SHORTHANDS.items()
                       if dataset == cls.name and key in run]  # fmt: skip
         verb = "stands" if len(shorthands) == 1 else "stand"
         note = f" ({' and '.join(shorthands)} {verb} for it)" if shorthands else ""
-        problem = validation_message(exc, str(path), prefix=f"run.task_args.{name}")
-        raise ConfigError(problem + note) from None
+        raise ConfigError(f"{exc}{note}") from None

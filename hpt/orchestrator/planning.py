@@ -23,7 +23,7 @@ from hpt.graphs import (
     ladder_strategies,
     strategy_params,
 )
-from hpt.orchestrator.spec import ConfigError, RunSpec
+from hpt.orchestrator.spec import ConfigError, RunSpec, evaluated
 from hpt.results.info import TaskInfo
 from hpt.results.records import Cell
 from hpt.results.runfile import DatasetParams
@@ -55,8 +55,8 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
     data_dir = resolve_data_dir(spec.data_dir)
     # Dataset names are read whatever their case (--dataset DepthQA), task arguments too.
     task_args = {name.lower(): fields for name, fields in spec.task_args.items()}
-    stray_args = [name for name in spec.task_args if name.lower() not in
-                  {d.lower() for d in spec.dataset}]  # fmt: skip
+    datasets = evaluated(spec.dataset)
+    stray_args = [name for name in spec.task_args if name.lower() not in datasets]
     if stray_args:
         raise ConfigError(
             f"task arguments (--task-arg, [run.task_args]) for {', '.join(map(repr, stray_args))}"

@@ -200,6 +200,13 @@ class RunSpec(ModelSettings):
         return restored
 
 
+def evaluated(datasets: Any) -> set[str]:
+    """The datasets a run's ``dataset`` setting (one name or a list, as given) names, in
+    lower case, as task names are looked up."""
+    listed = _listed(datasets)
+    return {str(d).lower() for d in listed} if isinstance(listed, list) else set()
+
+
 def with_shorthands(settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` (RunSpec's fields) with each shorthand moved into ``task_args``; one that
     disagrees with the argument it stands for is a ConfigError. The empty values run.json
@@ -207,12 +214,11 @@ def with_shorthands(settings: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in settings.items() if k not in SHORTHANDS}
     # A shorthand for a dataset the run does not evaluate applies to nothing, as it did
     # before task_args (a shared config's depth_mode, a boolq run's saved graph: null).
-    datasets = _listed(settings.get("dataset"))
-    evaluated = {str(d).lower() for d in datasets} if isinstance(datasets, list) else set()
+    datasets = evaluated(settings.get("dataset"))
     given = {
         k: settings[k]
         for k, (dataset, _) in SHORTHANDS.items()
-        if settings.get(k) not in (None, []) and dataset in evaluated
+        if settings.get(k) not in (None, []) and dataset in datasets
     }
     if not given:
         return out

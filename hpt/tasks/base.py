@@ -124,15 +124,16 @@ class Task(ABC):
                             f"not {', '.join(required)}")  # fmt: skip
 
     @classmethod
-    def arguments(cls, given: Mapping[str, Any]) -> BaseModel:
+    def arguments(cls, given: Mapping[str, Any], where: str = "--task-arg ") -> BaseModel:
         """``given`` (one dataset's --task-arg settings) as the task's ``Args``; a field it
-        lacks or a value it refuses is a TaskArgError naming the setting."""
+        lacks or a value it refuses is a TaskArgError naming the setting after ``where``
+        (the flag, or a config file and its table)."""
         try:
             return cls.Args.model_validate(dict(given))
         except ValidationError as exc:
             fields = ", ".join(cls.Args.model_fields) or "none"
             problem = validation_message(exc, prefix=cls.name)
-            raise TaskArgError(f"--task-arg {problem} (its arguments: {fields})") from None
+            raise TaskArgError(f"{where}{problem} (its arguments: {fields})") from None
 
     @classmethod
     def configured(cls, data_dir: Path | None, given: Mapping[str, Any]) -> Task:

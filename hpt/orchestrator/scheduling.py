@@ -9,6 +9,7 @@ import gc
 import itertools
 import time
 from collections.abc import Coroutine, Iterator, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from hpt.errors import StorageError, in_chain
@@ -212,13 +213,9 @@ async def _climb(plan: CellPlan, sample: Sample, draw: int) -> SampleRecord:
     kind = RECORD_KINDS.get(plan.task.record_kind or "", SampleRecord)
     return kind(
         **plan.task.record_extras(sample, attempts),
+        **asdict(cell),
         sample_id=sample.id,
         draw=draw,
-        dataset=cell.dataset,
-        model=cell.model,
-        mode=cell.mode,
-        threshold=cell.threshold,
-        variant=cell.variant,
         strategies=list(strategies),
         m=m,
         penalty=penalty,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel
@@ -327,10 +328,7 @@ class Tally:
         metric, score = self.text_score()
         standard = self.cell.mode == "standard"
         return Summary(
-            dataset=self.cell.dataset,
-            model=self.cell.model,
-            mode=self.cell.mode,
-            threshold=self.cell.threshold,
+            **asdict(self.cell),
             strategies=self.strategies,
             n=n,
             samples=self.samples,
@@ -355,7 +353,6 @@ class Tally:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             readings=self.reading_summaries(),
-            variant=self.cell.variant,
             **self.chance(),
             **self.depth_summary(),
         )

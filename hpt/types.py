@@ -11,6 +11,22 @@ from pydantic import BaseModel, Field
 Role = Literal["system", "user", "assistant"]
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
+# How servers say a completion was cut at the token limit: OpenAI-compatible servers (vLLM,
+# llama.cpp, TGI) "length", Anthropic "max_tokens".
+CUT_OFF = frozenset({"length", "max_tokens"})
+
+# The reasoning efforts a run may ask for: OpenAI's ``reasoning_effort`` values and Anthropic's
+# ``output_config.effort`` ones ("max"); each provider takes the ones its model takes
+# (hpt.backends.reasoning) and refuses the others before any call.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+REASONING_EFFORTS: tuple[str, ...] = ReasoningEffort.__args__  # type: ignore[attr-defined]
+
+
+def unset(value: Any) -> bool:
+    # Fields added for reasoning models leave no trace where they are not used: cache keys,
+    # run.json and records of other runs stay as they were.
+    return value is None
+
 
 def valid_text(text: str) -> str:
     """``text`` with each lone surrogate as U+FFFD, the replacement character. A server that
@@ -22,6 +38,9 @@ def valid_text(text: str) -> str:
 class Message(BaseModel):
     role: Role
     content: str
+    # An assistant turn's thinking as its provider returned it (Anthropic's signed thinking
+    # blocks), sent back with the turn where the API asks for it (multi-turn DepthQA).
+    reasoning_blocks: list[dict[str, Any]] | None = Field(None, exclude_if=unset)
 
 
 class GenerationParams(BaseModel):
@@ -36,11 +55,20 @@ class GenerationParams(BaseModel):
     seed: int | None = None
     stop: list[str] | None = None
     logprobs: bool = False
+    # Reasoning models: how hard to think (``--reasoning-effort``) and a thinking budget in
+    # tokens (``--thinking-budget``; 0 turns thinking off where a model can). None: the
+    # provider's default. Each provider maps them to its model's own form (or refuses them).
+    reasoning_effort: ReasoningEffort | None = Field(None, exclude_if=unset)
+    thinking_budget: int | None = Field(None, ge=0, exclude_if=unset)
 
 
 class Usage(BaseModel):
     prompt_tokens: int = 0
+    # Every output token, reasoning tokens included (as every provider bills them).
     completion_tokens: int = 0
+    # Of ``completion_tokens``, those spent thinking, where the provider counts them (OpenAI's
+    # ``completion_tokens_details.reasoning_tokens``); None: not reported.
+    reasoning_tokens: int | None = Field(None, exclude_if=unset)
 
     @property
     def total_tokens(self) -> int:
@@ -48,7 +76,15 @@ class Usage(BaseModel):
 
 
 class Completion(BaseModel):
+    # The answer: what readers, judges and selectors read. A reasoning model's thinking is
+    # never part of it (hpt.backends.thinking keeps them apart).
     text: str
+    # The thinking, where the provider returned it (a reasoning field, thinking blocks, an
+    # inline <think> block); None: none returned.
+    reasoning: str | None = None
+    # The provider's own record of the thinking, to send back with the turn (Anthropic's
+    # signed ``thinking`` and ``redacted_thinking`` blocks); see ``Message.reasoning_blocks``.
+    reasoning_blocks: list[dict[str, Any]] | None = None
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
@@ -62,3 +98,8 @@ class Completion(BaseModel):
     # mapping (names as sent, e.g. llama.cpp's ``repeat_penalty``; a dropped one is absent).
     # None: not reported (a plugin's transport, or a cache entry older than this field).
     params: dict[str, Any] | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """Cut off at the token limit."""
+        return self.finish_reason in CUT_OFF

@@ -2,7 +2,7 @@
 
 from hpt.backends.base import Backend, Completion, GenerationParams, Message, Usage
 from hpt.backends.cache import CacheError, CacheStats, ResponseCache, default_cache_path
-from hpt.backends.errors import BackendError, FatalBackendError, TransientError
+from hpt.backends.errors import BackendError, FatalBackendError, SettingRefused, TransientError
 from hpt.backends.limits import BackendLimits, BackendStats, RateLimitFields
 from hpt.backends.managed import ManagedBackend, Transport
 from hpt.backends.providers import (
@@ -44,6 +44,7 @@ __all__ = [
     "RateLimitFields",
     "ResponseCache",
     "RetryPolicy",
+    "SettingRefused",
     "SimpleProvider",
     "TransientError",
     "Transport",

@@ -81,7 +81,13 @@ def cache_key(
         model,
         endpoint,
         params,
-        [(m.role, m.content) for m in messages],
+        # A turn's thinking blocks, where sent back, are part of what was asked.
+        [
+            (m.role, m.content)
+            if m.reasoning_blocks is None
+            else (m.role, m.content, m.reasoning_blocks)
+            for m in messages
+        ],
         seed,
     )
     return hashlib.sha256(to_json(identity)).hexdigest()

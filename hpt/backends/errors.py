@@ -13,6 +13,11 @@ class FatalBackendError(BackendError):
     """The backend cannot work at all (bad key, unknown model, unreachable): stop the run."""
 
 
+class SettingRefused(FatalBackendError):
+    """A run setting the model cannot take as asked (a reasoning effort it does not know, a
+    thinking budget where its provider has none): said before any call, never dropped."""
+
+
 class TransientError(Exception):
     """One attempt failed in a way worth retrying.
 

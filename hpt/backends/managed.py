@@ -18,6 +18,7 @@ from hpt.backends.errors import BackendError, FatalBackendError, TransientError
 from hpt.backends.limits import BackendLimits, BackendStats, Limiter
 from hpt.backends.retry import GaveUp, RetryPolicy, call_with_retries
 from hpt.backends.secrets import redact
+from hpt.backends.thinking import DEFAULT_THINK_TAGS, ThinkTags, with_thinking_apart
 
 
 class Transport(Protocol):
@@ -38,8 +39,12 @@ class Transport(Protocol):
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         """One request. The completion reports in ``params`` what was sent (see
-        ``Completion.params``); a transport may also offer ``sent_params(params)``, the same
-        without a request, for run.json."""
+        ``Completion.params``), its answer in ``text`` and any thinking the provider returned
+        apart in ``reasoning`` (inline <think> blocks may stay in the text: the backend sets
+        them apart). A transport may also offer ``sent_params(params)``, the same without a
+        request, for run.json (raising ``SettingRefused`` for a setting its model cannot
+        take), and ``param_notes(params)``: each setting it sends otherwise than asked and
+        why, said once at a run's start."""
         ...
 
     async def aclose(self) -> None: ...
@@ -47,9 +52,17 @@ class Transport(Protocol):
 
 def reported_params(transport: object, params: GenerationParams) -> dict[str, Any] | None:
     """The generation parameters a transport sends for ``params``, after its provider's
-    mapping (``sent_params``, which a transport may lack: None)."""
+    mapping (``sent_params``, which a transport may lack: None). A setting the model cannot
+    take at all raises ``SettingRefused``."""
     describe = getattr(transport, "sent_params", None)
     return describe(params) if callable(describe) else None
+
+
+def reported_notes(transport: object, params: GenerationParams) -> list[str]:
+    """What of ``params`` a transport does not send as asked, one sentence each with the
+    provider's rule (``param_notes``, which a transport may lack: none)."""
+    describe = getattr(transport, "param_notes", None)
+    return list(describe(params)) if callable(describe) else []
 
 
 @dataclass(slots=True)
@@ -77,8 +90,11 @@ class ManagedBackend:
         retry: RetryPolicy | None = None,
         cache: ResponseCache | None = None,
         cache_endpoint: str | None = None,
+        think_tags: ThinkTags = DEFAULT_THINK_TAGS,
     ) -> None:
         self.transport = transport
+        # The inline thinking blocks its completions may start with (hpt.backends.thinking).
+        self._think_tags = think_tags
         # What stands for the endpoint in cache keys, when the URL itself is not stable
         # (the embedded server gets a new port every run).
         self._cache_endpoint = cache_endpoint
@@ -117,6 +133,10 @@ class ManagedBackend:
         """What a call with ``params`` puts on the wire (see ``reported_params``)."""
         return reported_params(self.transport, params)
 
+    def param_notes(self, params: GenerationParams) -> list[str]:
+        """What of ``params`` is not sent as asked, and why (see ``reported_notes``)."""
+        return reported_notes(self.transport, params)
+
     async def complete(
         self, messages: list[Message], params: GenerationParams, *, cache_seed: str = ""
     ) -> Completion:
@@ -149,9 +169,11 @@ class ManagedBackend:
     async def _fetch(
         self, key: str, messages: list[Message], params: GenerationParams
     ) -> Completion:
-        """The flight's own task: the cache, else the model (then the cache)."""
+        """The flight's own task: the cache, else the model (then the cache). The cache keeps
+        completions as they came; their inline thinking is set apart on the way out."""
         try:
-            return await self._fetch_once(key, messages, params)
+            completion = await self._fetch_once(key, messages, params)
+            return with_thinking_apart(completion, self._think_tags)
         finally:
             flight = self._flights.get(key)
             if flight is not None and flight.task is asyncio.current_task():
@@ -188,6 +210,8 @@ class ManagedBackend:
             self.stats.errors += 1
             raise BackendError(redact(f"{self.name}: {exc}")) from exc
         completion.text = valid_text(completion.text)
+        if completion.reasoning is not None:
+            completion.reasoning = valid_text(completion.reasoning)
         if self._cache is not None:
             await self._cache.put(key, self.transport.provider, self.transport.model, completion)
         return completion

@@ -33,6 +33,7 @@ from hpt.backends.limits import BackendLimits, RateLimitFields
 from hpt.backends.managed import Transport
 from hpt.backends.retry import RetryPolicy
 from hpt.backends.secrets import secret_from_env
+from hpt.backends.thinking import DEFAULT_THINK_TAGS
 from hpt.errors import HptError
 
 _KEYISH = {"api_key", "apikey", "key", "token", "secret", "password", "auth_token"}
@@ -78,6 +79,18 @@ class ModelConfig(RateLimitFields):
     adaptive_concurrency: bool = True
     timeout_s: float = Field(600.0, gt=0)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    # The inline thinking blocks (opening, closing tag) a completion may start with; the
+    # thinking is kept apart from the answer the readers read (hpt.backends.thinking).
+    # [] reads every completion whole.
+    think_tags: list[tuple[str, str]] = Field(default_factory=lambda: list(DEFAULT_THINK_TAGS))
+
+    @field_validator("think_tags")
+    @classmethod
+    def _tags_given(cls, tags: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        if any(not opening.strip() or not closing.strip() for opening, closing in tags):
+            raise ValueError("each think tag pair is two non-empty tags, such as "
+                             '["<think>", "</think>"]')  # fmt: skip
+        return tags
 
     @model_validator(mode="before")
     @classmethod

@@ -122,6 +122,7 @@ async def open_backend(
             retry=config.retry,
             cache=cache,
             cache_endpoint=opened.cache_endpoint,
+            think_tags=config.think_tags,
         )
         # Closed before the provider's context exits: the transport before its servers.
         stack.push_async_callback(backend.aclose)

@@ -122,7 +122,9 @@ async def depth_multi_turn(ctx: StrategyContext) -> str:
     for p in _predecessors(task, ctx.sample.id):
         history.append(prompts.turn(_question(task, p)))
         asked = await _ask(ctx, list(history), f"turn {p}")
-        history.append(Message(role="assistant", content=asked.completion.text))
+        # The turn's thinking goes back with it, as Anthropic's API asks of thinking models.
+        history.append(Message(role="assistant", content=asked.completion.text,
+                               reasoning_blocks=asked.completion.reasoning_blocks))  # fmt: skip
     if len(history) == 1:  # no predecessors: the zero-shot question
         return _answered(ctx, await _ask(ctx, prompts.zero_shot(_question(task, ctx.sample.id)),
                                          "answer"))  # fmt: skip

@@ -13,12 +13,13 @@ from pydantic import BaseModel
 from hpt.backends import Backend, BackendError, FatalBackendError, GenerationParams
 from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import STRATEGIES, NoAnswer, StrategyContext
-from hpt.results.records import Attempt, Call
+from hpt.results.records import Attempt, Call, Truncation
 from hpt.results.scoring import unjudged
 from hpt.tasks import Check, Sample, Task
 from hpt.tasks.cutoff import noted
 from hpt.tasks.extractor import PURPOSE as EXTRACT
 from hpt.tasks.extractor import AnswerExtractor
+from hpt.types import CUT_OFF
 
 if TYPE_CHECKING:
     from hpt.structured.runtime import CellRuntime
@@ -112,14 +113,18 @@ def strategy_node(
             outcome = {"detail": str(exc), "alternatives": ctx.alternatives}
         else:
             ctx.notes.update(check.notes)
+            cut = truncation(completion, ctx.calls)
             outcome = {
                 "completion": completion,
                 "parsed": check.parsed,
-                "resolved": check.resolved,
-                "detail": check.detail,
+                # Cut off at the token limit, the answer is unfinished or missing: whatever
+                # it reads, it did not resolve the sample.
+                "resolved": check.resolved and cut is None,
+                "detail": check.detail if cut is None else noted(check.detail, TRUNCATED[cut]),
                 "score": check.score,
                 "alternatives": {**check.alternatives, **ctx.alternatives},
                 "verdict": check.verdict,
+                "truncated": cut,
             }
         attempt = Attempt(
             level=level,
@@ -154,6 +159,24 @@ async def _read(runtime: LadderRuntime, ctx: StrategyContext, completion: str) -
     if part is None:
         return extraction.check
     return extraction.check.model_copy(update={"detail": noted(extraction.check.detail, part.note)})
+
+
+# The detail of a truncated attempt, by where it was cut.
+TRUNCATED: dict[Truncation, str] = {
+    "thinking": "truncated: cut off at the token limit while thinking, before any answer",
+    "answer": "truncated: cut off at the token limit inside its answer; unresolved whatever "
+    "it read",
+}
+
+
+def truncation(completion: str, calls: Sequence[Call]) -> Truncation | None:
+    """Where the call that wrote ``completion`` (the last of ``calls`` whose answer it is) was
+    cut off at the token limit: inside its thinking, or its answer; None: it was not, or no
+    call wrote it as it stands (a strategy's own composition, such as a vote)."""
+    call = next((c for c in reversed(calls) if c.completion == completion), None)
+    if call is None or call.finish_reason not in CUT_OFF:
+        return None
+    return "answer" if completion.strip() else "thinking"
 
 
 def attempt_ends_climb(last: Attempt) -> bool:

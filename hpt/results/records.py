@@ -12,7 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hpt.types import Completion, Message, Usage
+from hpt.types import REASONING_EFFORTS, Completion, Message, Usage, unset
+
+# Where a completion cut off at the token limit was cut (hpt.backends.thinking.cut_inside):
+# inside its thinking, so before any answer, or inside its answer.
+Truncation = Literal["thinking", "answer"]
 
 
 def mean_token_prob(logprobs: Sequence[float] | None) -> float | None:
@@ -58,6 +62,9 @@ class Call(BaseModel):
     # sent, e.g. llama.cpp's "repeat_penalty"; one the provider does not take is absent).
     # None: not known (a cache entry written before hpt recorded them, a plugin transport).
     params: dict[str, Any] | None = None
+    # A reasoning model's thinking, apart from ``completion`` (its answer); None: none was
+    # returned.
+    reasoning: str | None = Field(None, exclude_if=unset)
 
     @classmethod
     def of(cls, purpose: str, model: str, messages: list[Message], result: Completion) -> Call:
@@ -66,6 +73,7 @@ class Call(BaseModel):
             model=model,
             messages=messages,
             completion=result.text,
+            reasoning=result.reasoning,
             finish_reason=result.finish_reason,
             usage=result.usage,
             latency_s=result.latency_s,
@@ -97,6 +105,9 @@ class Attempt(BaseModel):
     # Tasks checked by a judge model (DepthQA): the judge's verdict; its calls are in calls.
     verdict: Verdict | None = None
     error: str | None = None
+    # The completion checked was cut off at the token limit, inside its thinking or its
+    # answer: the attempt is unresolved because of it, whatever its answer read.
+    truncated: Truncation | None = Field(None, exclude_if=unset)
 
     @property
     def prompt_tokens(self) -> int:
@@ -136,6 +147,10 @@ class Cell:
     threshold: float | None = None
     # A dataset's own run dimension (DepthQA's inference mode); None for the plain ladder.
     variant: str | None = None
+    # Reasoning models: the effort and thinking budget asked (--reasoning-effort,
+    # --thinking-budget); None: the provider's default.
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
 
     @staticmethod
     def at(threshold: float | None) -> str:
@@ -149,8 +164,9 @@ class Cell:
 
     @property
     def label(self) -> str:
-        """The dataset as report rows name it: with its threshold and variant, where it has
-        them ("iwslt @0.15", "depthqa · multi-turn"); the model and mode are columns."""
+        """The dataset as report rows name it: with its threshold, variant and reasoning
+        settings, where it has them ("iwslt @0.15", "depthqa · multi-turn",
+        "gsm8k · effort high"); the model and mode are columns."""
         return self.dataset_label + self._variant
 
     @property
@@ -164,20 +180,42 @@ class Cell:
         return f"{self.dataset_label} · {self.model} · {self.mode}{self._variant}"
 
     @property
+    def reasoning_label(self) -> str:
+        """The reasoning settings asked: "effort high", "thinking 4096", both, or ""."""
+        parts = []
+        if self.reasoning_effort is not None:
+            parts.append(f"effort {self.reasoning_effort}")
+        if self.thinking_budget is not None:
+            parts.append(f"thinking {self.thinking_budget}")
+        return " · ".join(parts)
+
+    @property
     def _variant(self) -> str:
-        return "" if self.variant is None else f" · {self.variant}"
+        parts = [p for p in (self.variant, self.reasoning_label) if p]
+        return "".join(f" · {p}" for p in parts)
 
     def order(self) -> tuple[object, ...]:
         """Where the cell stands in summaries and reports: by model, dataset, the standard
         ladder before the adaptive one, threshold and variant. Not the order of first records,
         which follows whichever call returned first and changes from run to run."""
         return (self.model, self.dataset, self.mode != "standard", self.mode,
-                self.threshold is not None, self.threshold or 0.0, self.variant or "")  # fmt: skip
+                self.threshold is not None, self.threshold or 0.0, self.variant or "",
+                _effort_rank(self.reasoning_effort), self.thinking_budget is not None,
+                self.thinking_budget or 0)  # fmt: skip
 
     def key(self, sample_id: str, draw: int) -> tuple[object, ...]:
         """A record's identity within a run (``SampleRecord.key``)."""
-        return (self.dataset, self.model, self.mode, self.threshold, self.variant, sample_id,
-                draw)  # fmt: skip
+        return (self.dataset, self.model, self.mode, self.threshold, self.variant,
+                self.reasoning_effort, self.thinking_budget, sample_id, draw)  # fmt: skip
+
+
+def _effort_rank(effort: str | None) -> int:
+    """Efforts in rising order (REASONING_EFFORTS'), so a report reads from least to most."""
+    if effort is None:
+        return -1
+    return (
+        REASONING_EFFORTS.index(effort) if effort in REASONING_EFFORTS else len(REASONING_EFFORTS)
+    )
 
 
 class SampleRecord(BaseModel):
@@ -191,6 +229,9 @@ class SampleRecord(BaseModel):
     threshold: float | None = None
     # A dataset's own run dimension: DepthQA's inference mode ("zero-shot", ...).
     variant: str | None = None
+    # Reasoning models: the effort and thinking budget the cell asked for (None: not set).
+    reasoning_effort: str | None = Field(None, exclude_if=unset)
+    thinking_budget: int | None = Field(None, exclude_if=unset)
     strategies: list[str]
     m: int
     penalty: float
@@ -212,7 +253,8 @@ class SampleRecord(BaseModel):
 
     @property
     def cell(self) -> Cell:
-        return Cell(self.dataset, self.model, self.mode, self.threshold, self.variant)
+        return Cell(self.dataset, self.model, self.mode, self.threshold, self.variant,
+                    self.reasoning_effort, self.thinking_budget)  # fmt: skip
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -234,6 +276,13 @@ class SampleRecord(BaseModel):
     def completion_tokens(self) -> int:
         selector = sum(s.call.usage.completion_tokens for s in self.selections if s.call)
         return sum(a.completion_tokens for a in self.attempts) + selector
+
+    @property
+    def reasoning_tokens(self) -> int | None:
+        """Of ``completion_tokens``, those spent thinking, where any call reported them."""
+        counts = [c.usage.reasoning_tokens for c in self.all_calls()]
+        known = [n for n in counts if n is not None]
+        return sum(known) if known else None
 
     @property
     def calls(self) -> int:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from hpt.results.chance import ChanceLevels, chance_levels, hpi_skill
 from hpt.results.depth import (
@@ -21,6 +21,7 @@ from hpt.results.depth import (
 from hpt.results.info import TaskInfo
 from hpt.results.records import Cell, DepthRecord, SampleRecord
 from hpt.results.scoring import CORPUS_RULES, pass_at_k, report_ks, sample_score, unjudged
+from hpt.types import unset
 
 
 class ReadingSummary(BaseModel):
@@ -38,7 +39,7 @@ class ReadingSummary(BaseModel):
 
 
 class Summary(BaseModel):
-    """A cell's figures, as summary.json saves them: the cell's identity is its first five
+    """A cell's figures, as summary.json saves them: the cell's identity is its first seven
     fields (``cell``)."""
 
     dataset: str
@@ -48,6 +49,9 @@ class Summary(BaseModel):
     threshold: float | None = None
     # A dataset's own run dimension (DepthQA's inference mode).
     variant: str | None = None
+    # Reasoning models: the effort and thinking budget the cell asked for (None: not set).
+    reasoning_effort: str | None = Field(None, exclude_if=unset)
+    thinking_budget: int | None = Field(None, exclude_if=unset)
     # The cell's ladder, level 1 first (m names); empty for summaries saved before hpt kept it.
     strategies: list[str] = []
     # Samples scored (resolved or unresolved). Not scored: samples that ended in an error and
@@ -77,6 +81,12 @@ class Summary(BaseModel):
     calls: int
     prompt_tokens: int
     completion_tokens: int
+    # Of ``completion_tokens``, those spent thinking, where the provider counted them (OpenAI's
+    # reasoning_tokens); None: no call of the cell reported any.
+    reasoning_tokens: int | None = Field(None, exclude_if=unset)
+    # Attempts cut off at the token limit (unresolved because of it), by level; each one's
+    # record says whether inside its thinking or its answer (``Attempt.truncated``).
+    truncated: dict[int, int] = {}
     # Of ``calls``, those no model call was made for: answered from the response cache, or
     # shared with an identical request in flight (another threshold cell's; ``Call.shared``).
     cached_calls: int = 0
@@ -110,7 +120,8 @@ class Summary(BaseModel):
 
     @property
     def cell(self) -> Cell:
-        return Cell(self.dataset, self.model, self.mode, self.threshold, self.variant)
+        return Cell(self.dataset, self.model, self.mode, self.threshold, self.variant,
+                    self.reasoning_effort, self.thinking_budget)  # fmt: skip
 
 
 class Tally:
@@ -129,8 +140,11 @@ class Tally:
         info: TaskInfo | None = None,
         variant: str | None = None,
         strategies: Sequence[str] = (),
+        reasoning_effort: str | None = None,
+        thinking_budget: int | None = None,
     ) -> None:
-        self.cell = Cell(dataset, model, mode, threshold, variant)
+        self.cell = Cell(dataset, model, mode, threshold, variant, reasoning_effort,
+                         thinking_budget)  # fmt: skip
         self.m, self.penalty = m, penalty
         self.strategies = list(strategies)
         self.info = info
@@ -143,6 +157,8 @@ class Tally:
         self.selector_turns = self.hallucinations = 0
         self.score_sum = 0.0
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
+        self.reasoning_tokens: int | None = None
+        self.truncated: dict[int, int] = {}
         # (final output, reference, its score) per scored sample, for text metrics
         self.finals: list[tuple[str, str, float | None]] = []
         # sample id -> [scored climbs, resolved at level 1, resolved at any level]
@@ -194,6 +210,8 @@ class Tally:
             info=info,
             variant=record.variant,
             strategies=record.strategies,
+            reasoning_effort=record.reasoning_effort,
+            thinking_budget=record.thinking_budget,
         )
 
     def add(self, record: SampleRecord) -> None:
@@ -204,6 +222,12 @@ class Tally:
         self.cached_calls += record.cached_calls
         self.prompt_tokens += record.prompt_tokens
         self.completion_tokens += record.completion_tokens
+        reasoning = record.reasoning_tokens
+        if reasoning is not None:
+            self.reasoning_tokens = (self.reasoning_tokens or 0) + reasoning
+        for attempt in record.attempts:
+            if attempt.truncated is not None:
+                self.truncated[attempt.level] = self.truncated.get(attempt.level, 0) + 1
         if not self.strategies:
             self.strategies = list(record.strategies)
         if record.error is not None:
@@ -352,6 +376,8 @@ class Tally:
             ),
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            truncated=dict(sorted(self.truncated.items())),
             readings=self.reading_summaries(),
             **self.chance(),
             **self.depth_summary(),

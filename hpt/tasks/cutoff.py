@@ -24,9 +24,10 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-# How the servers say a reply was cut off at the token limit: OpenAI-compatible servers (vLLM,
-# llama.cpp, TGI's messages API) and TGI's generate "length"; Anthropic "max_tokens".
-CUT_OFF = frozenset({"length", "max_tokens"})
+from hpt.types import CUT_OFF
+
+__all__ = ["CUT_OFF", "Whole", "noted", "whole_part"]
+
 LOOP_REPEATS = 3
 LOOP_BLOCK = 12
 # The detail's kinds, which the trace viewer names ("(none: repeating loop)").

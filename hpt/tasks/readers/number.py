@@ -150,9 +150,12 @@ _STRAY = re.compile(
     r"[^()\n]*[A-Za-z]{2}[^()\n]*\)",
     re.IGNORECASE | re.MULTILINE,
 )
-_OPERAND_BEFORE = re.compile(r"(?:[-+*/×÷^]|\bx)\s*\(?$")
+# A "*" is a multiplication between operands ("3 * 4", "(2 + 1)*4"); around a number alone it
+# is markdown emphasis ("**42**", "*42*"), a reasoning model's usual bare answer.
+_OPERAND_BEFORE = re.compile(r"(?:[-+/×÷^]|[\d)\]]\s*\*|\bx)\s*\(?$")
 _OPERAND_AFTER = re.compile(
-    r"\s*\)?\s*(?:[-+*/×÷^]|x(?=\s*\$?\d)|(?:divided|multiplied)\s+by\b|times(?=\s*\$?\d))",
+    r"\s*\)?\s*(?:[-+/×÷^]|\*\s*[\d($]|x(?=\s*\$?\d)|(?:divided|multiplied)\s+by\b"
+    r"|times(?=\s*\$?\d))|\s+\*(?!\*)",
     re.IGNORECASE,
 )
 # "The total hours slept by Sadie is 30.8, which means ... she lost 6.5 hours": a total stated,

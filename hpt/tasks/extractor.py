@@ -3,7 +3,9 @@ task's canonical form, and the task's rule reader reads that short reply instead
 completion. The rule reader's own reading is kept beside it (``alternatives["rule"]``), so a
 run shows how often the two disagree. Of a reply cut off at the length limit the extractor is
 shown what the rule reader reads, its whole part, and nothing of a repeating loop (the ladder
-decides that: hpt.graphs.node)."""
+decides that: hpt.graphs.node). The extractor's own reply is its answer, without any thinking
+(a reasoning extractor's is set apart by its backend); one cut off at the token limit is no
+reading."""
 
 from __future__ import annotations
 
@@ -53,7 +55,13 @@ class AnswerExtractor:
         messages = self.messages(task, sample, completion)
         result = await self.model.complete(messages, self.params, cache_seed=cache_seed)
         reply = result.text.strip()
-        if reply.strip(" .\"'*`").lower() == self._none:
+        if result.truncated:
+            # Its short reply unfinished ("4" of "48") or missing (a reasoning extractor cut
+            # off while thinking): whatever it holds is not the extractor's reading.
+            where = "while thinking" if not reply else "inside its answer"
+            detail = f"the extractor was cut off at the token limit {where}"
+            check = Check(parsed=None, resolved=False, detail=detail)
+        elif reply.strip(" .\"'*`").lower() == self._none:
             check = Check(parsed=None, resolved=False, detail="the extractor found no answer")
         else:
             check = await task.acheck(sample, reply)

@@ -15,7 +15,8 @@ CSV_COLUMNS = (
     "chance_accuracy", "level1_accuracy", "chance_level1_accuracy", "pass_at_1",
     "text_metric", "text_score", "unresolved", "level_counts", "calls", "cached_calls",
     "prompt_tokens", "completion_tokens", "cost_usd", "hallucination_rate", "source",
-    "variant", "judge_missing",
+    "variant", "judge_missing", "reasoning_effort", "thinking_budget", "reasoning_tokens",
+    "truncated",
 )  # fmt: skip
 
 
@@ -38,6 +39,10 @@ def csv_rows(reports: list[CellReport]) -> Iterator[dict[str, object]]:
             "calls": s.calls, "cached_calls": s.cached_calls, "prompt_tokens": s.prompt_tokens,
             "completion_tokens": s.completion_tokens, "cost_usd": r.cost_usd,
             "hallucination_rate": s.hallucination_rate, "source": r.source,
+            "reasoning_effort": s.reasoning_effort, "thinking_budget": s.thinking_budget,
+            "reasoning_tokens": s.reasoning_tokens,
+            # Attempts cut off at the token limit, per level as level_counts writes them.
+            "truncated": " ".join(f"{k}:{v}" for k, v in sorted(s.truncated.items())),
         }  # fmt: skip
 
 

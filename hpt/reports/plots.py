@@ -24,7 +24,10 @@ def _save(fig: Figure, out: Path, stem: str) -> list[Path]:
 
 
 def _column(r: CellReport) -> str:
-    return r.cell.dataset_label + (" (adaptive)" if r.summary.mode == "adaptive" else "")
+    # A dataset's reasoning efforts and budgets are bars of their own.
+    reasoning = f" · {r.cell.reasoning_label}" if r.cell.reasoning_label else ""
+    adaptive = " (adaptive)" if r.summary.mode == "adaptive" else ""
+    return r.cell.dataset_label + reasoning + adaptive
 
 
 def hpi_chart(reports: list[CellReport], out: Path) -> list[Path]:

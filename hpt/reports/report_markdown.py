@@ -7,7 +7,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from hpt.reports import floors
+from hpt.reports import efforts, floors
 from hpt.reports.cells import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CellReport
 from hpt.reports.comparisons import Comparison
 from hpt.reports.comparisons_markdown import explanation, markdown_table
@@ -25,6 +25,7 @@ ADAPTIVE_SECTIONS = (
     ("Table 6 · Adaptive HPF: HPI", table_adaptive_hpi),
     ("Table 7 · Adaptive HPF: performance", table_adaptive_scores),
 )
+EFFORTS_TITLE = "Against reasoning effort: HPI, accuracy, tokens and cost"
 
 
 def markdown(
@@ -51,6 +52,9 @@ def markdown(
         body = make(reports)
         if body:
             out.write(f"\n## {title}\n\n{body}\n")
+    against = efforts.table_efforts(reports)
+    if against:
+        out.write(f"\n## {EFFORTS_TITLE}\n\n{efforts.EFFORTS_NOTE}\n\n{against}\n")
     chance = floors.table_chance(reports)
     if chance:
         out.write(f"\n## Chance levels\n\n{floors.CHANCE_NOTE}\n\n{chance}\n")

@@ -6,19 +6,38 @@ from __future__ import annotations
 from typing import Any
 
 from hpt.reports.cells import CellReport
-from hpt.reports.markdown import number, pipe_table
+from hpt.reports.efforts import Setting, setting, setting_label, setting_order, with_settings
+from hpt.reports.markdown import interval, number, pipe_table
 from hpt.results.info import Column, ReportTable, TaskInfo
 from hpt.results.records import Cell
 from hpt.results.tally import Summary
 
-
-def _ci(ci: tuple[float, float] | None, digits: int = 2) -> str:
-    return "" if ci is None else f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+# No reasoning setting asked: the provider's default.
+DEFAULT_SETTING: Setting = (None, None)
 
 
 def model_names(reports: list[CellReport]) -> list[str]:
     """The reports' models, each once, in report order."""
     return list(dict.fromkeys(r.summary.model for r in reports))
+
+
+def model_rows(reports: list[CellReport], shown: list[CellReport]) -> list[tuple[str, Setting]]:
+    """A wide table's rows: every model of the report, in report order, once per reasoning
+    setting its cells in the table (``shown``) were run at; once where it has none there."""
+    rows = []
+    for model in model_names(reports):
+        found = {setting(r.cell) for r in shown if r.summary.model == model} or {DEFAULT_SETTING}
+        rows += [(model, s) for s in sorted(found, key=setting_order)]
+    return rows
+
+
+def _setting_column(rows: list[tuple[str, Setting]]) -> bool:
+    return any(s != DEFAULT_SETTING for _, s in rows)
+
+
+def _at(value: Setting) -> dict[str, object]:
+    """A reasoning setting as ``_pick`` matches it."""
+    return {"reasoning_effort": value[0], "thinking_budget": value[1]}
 
 
 def _pick(reports: list[CellReport], **match: object) -> CellReport | None:
@@ -64,7 +83,7 @@ def _value(r: CellReport | None, column: Column) -> str:
         ci = (100 * ci[0], 100 * ci[1]) if ci else None
     if isinstance(value, int):  # a count
         return str(value)
-    text = number(value) + (_ci(ci) if column.interval else "")
+    text = number(value) + (interval(ci) if column.interval else "")
     if column.value == "hpi" and s.chance_hpi is not None:
         text += f" (chance {s.chance_hpi:.2f})"
     return text
@@ -102,13 +121,17 @@ def declared_table(
     if table.layout == "cells":
         several = len(datasets) > 1
         variants = any(r.summary.variant is not None for r in mine)
+        settings = with_settings(mine)
         header = (["dataset"] if several else []) + ["model"] + (["variant"] if variants else [])
-        header += [_label(c, infos[datasets[0]]) for c in table.columns]
+        header += (["reasoning"] if settings else []) + [
+            _label(c, infos[datasets[0]]) for c in table.columns
+        ]
         rows = []
         for r in sorted(mine, key=lambda r: infos[r.summary.dataset].rank):
             s = r.summary
             row = ([r.cell.dataset_label] if several else []) + [s.model]
             row += [s.variant or "ladder"] if variants else []
+            row += [setting_label(setting(r.cell))] if settings else []
             rows.append(row + [_value(r, c) for c in table.columns])
         return pipe_table(header, rows)
     groups: list[tuple[str, float | None]] = []
@@ -117,14 +140,16 @@ def declared_table(
         if table.per_threshold:
             thresholds = list(_thresholds(mine, d, mode)) or [None]
         groups += [(d, t) for t in thresholds]
-    header = ["model"]
+    lines = model_rows(reports, mine)
+    settings = _setting_column(lines)
+    header = ["model"] + (["reasoning"] if settings else [])
     for d, t in groups:
         header += [f"{d} {_label(c, infos[d])}{Cell.at(t)}" for c in table.columns]
     rows = []
-    for model in model_names(reports):
-        row = [model]
+    for model, value in lines:
+        row = [model] + ([setting_label(value)] if settings else [])
         for d, t in groups:
-            match: dict[str, object] = {"dataset": d, "model": model, "mode": mode}
+            match: dict[str, object] = {"dataset": d, "model": model, "mode": mode, **_at(value)}
             if table.per_threshold:
                 match["threshold"] = t
             found = _pick(mine, **match)
@@ -142,14 +167,18 @@ def table_adaptive_hpi(reports: list[CellReport]) -> str | None:
             columns.append((s.dataset, s.threshold))
     if not columns:
         return None
-    header = ["model"] + [d + Cell.at(t) for d, t in columns]
+    lines = model_rows(reports, [r for r in reports if r.summary.mode == "adaptive"])
+    settings = _setting_column(lines)
+    header = ["model"] + (["reasoning"] if settings else []) + [d + Cell.at(t) for d, t in columns]
     rows = []
-    for model in model_names(reports):
-        row = [model]
+    for model, value in lines:
+        row = [model] + ([setting_label(value)] if settings else [])
         for d, t in columns:
-            cell = _pick(reports, dataset=d, model=model, mode="adaptive", threshold=t)
+            at = _at(value)
+            cell = _pick(reports, dataset=d, model=model, mode="adaptive", threshold=t, **at)
             row.append(
-                number(cell.summary.hpi if cell else None, 3) + _ci(cell.hpi_ci if cell else None)
+                number(cell.summary.hpi if cell else None, 3)
+                + interval(cell.hpi_ci if cell else None)
             )
         rows.append(row)
     return pipe_table(header, rows)
@@ -161,20 +190,26 @@ def table_adaptive_scores(reports: list[CellReport]) -> str | None:
     if not adaptive:
         return None
     models = model_names(adaptive)
+    settings = with_settings(adaptive)
     keys = list(dict.fromkeys((r.summary.dataset, r.summary.threshold) for r in adaptive))
+    found = {setting(r.cell) for r in adaptive}
     rows = []
     for d, t in keys:
-        any_r = _pick(adaptive, dataset=d, threshold=t)
-        assert any_r is not None
-        metric = any_r.summary.text_metric or any_r.info.metric
-        row = [d, metric, "-" if t is None else f"{t:g}"]
-        for model in models:
-            r = _pick(adaptive, dataset=d, model=model, threshold=t)
-            s = r.summary if r else None
-            value = s.text_score if s and s.text_metric else (s.accuracy if s else None)
-            row.append(number(value, 4))
-        rows.append(row)
-    return pipe_table(["dataset", "metric", "threshold", *models], rows)
+        for at in sorted(found, key=setting_order):
+            any_r = _pick(adaptive, dataset=d, threshold=t, **_at(at))
+            if any_r is None:
+                continue
+            metric = any_r.summary.text_metric or any_r.info.metric
+            row = [d, metric, "-" if t is None else f"{t:g}"]
+            row += [setting_label(at)] if settings else []
+            for model in models:
+                r = _pick(adaptive, dataset=d, model=model, threshold=t, **_at(at))
+                s = r.summary if r else None
+                value = s.text_score if s and s.text_metric else (s.accuracy if s else None)
+                row.append(number(value, 4))
+            rows.append(row)
+    header = ["dataset", "metric", "threshold", *(["reasoning"] if settings else []), *models]
+    return pipe_table(header, rows)
 
 
 def table_levels(reports: list[CellReport]) -> str:
@@ -182,35 +217,52 @@ def table_levels(reports: list[CellReport]) -> str:
     m = max(r.summary.m for r in reports)
     # Judged tasks: the climbs the judge left without a score, in no other column.
     judged = any(r.summary.judge_missing is not None for r in reports)
+    # Reasoning models: the attempts cut off at the token limit, where there were any.
+    cut = any(r.summary.truncated for r in reports)
     header = ["dataset", "model", "mode", *[f"L{k}" for k in range(1, m + 1)]]
     header += ["unresolved", "errors", *(["judge missing"] if judged else []),
-               "selector hallucination %"]  # fmt: skip
+               "selector hallucination %", *(["truncated attempts"] if cut else [])]  # fmt: skip
     rows = []
     for r in reports:
         s = r.summary
         levels = [str(s.level_counts.get(k, 0)) if k <= s.m else "" for k in range(1, m + 1)]
         missing = [str(s.judge_missing or 0)] if judged else []
         rate = None if s.hallucination_rate is None else 100 * s.hallucination_rate
+        truncated = [truncations(s.truncated)] if cut else []
         rows.append([r.cell.dataset_label, s.model, r.cell.mode_label, *levels,
-                     str(s.unresolved), str(s.errors), *missing, number(rate, 1)])  # fmt: skip
+                     str(s.unresolved), str(s.errors), *missing, number(rate, 1),
+                     *truncated])  # fmt: skip
     return pipe_table(header, rows)
+
+
+def truncations(per_level: dict[int, int]) -> str:
+    """Attempts cut off at the token limit: "3 (L1 2, L4 1)"; "0" for none."""
+    total = sum(per_level.values())
+    if not total:
+        return "0"
+    return f"{total} (" + ", ".join(f"L{k} {n}" for k, n in sorted(per_level.items())) + ")"
 
 
 def table_usage(reports: list[CellReport]) -> str:
     """Calls, tokens and, with prices, cost per cell."""
     priced = any(r.cost_usd is not None for r in reports)
+    # Reasoning models: of the completion tokens, those spent thinking, where counted.
+    reasoning = any(r.summary.reasoning_tokens is not None for r in reports)
     header = ["dataset", "model", "mode", "samples", "calls (not sent)", "prompt tokens",
-              "completion tokens"] + (["cost USD"] if priced else [])  # fmt: skip
+              "completion tokens", *(["reasoning tokens"] if reasoning else []),
+              *(["cost USD"] if priced else [])]  # fmt: skip
     rows = []
     for r in reports:
         s = r.summary
         row = [r.cell.dataset_label, s.model, r.cell.mode_label, str(s.samples),
                f"{s.calls} ({s.cached_calls})", str(s.prompt_tokens),
                str(s.completion_tokens)]  # fmt: skip
+        if reasoning:
+            row.append("-" if s.reasoning_tokens is None else str(s.reasoning_tokens))
         if priced:
             row.append("-" if r.cost_usd is None else f"{r.cost_usd:.4f}")
         rows.append(row)
     if priced:
         total = sum(r.cost_usd or 0.0 for r in reports)
-        rows.append(["**total**", "", "", "", "", "", "", f"{total:.4f}"])
+        rows.append(["**total**"] + [""] * (len(header) - 2) + [f"{total:.4f}"])
     return pipe_table(header, rows)

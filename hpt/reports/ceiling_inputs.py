@@ -13,6 +13,7 @@ from hpt.reports import ReportError
 from hpt.reports.ceiling_intervals import REPEATED_DRAWS, hpi_interval_missing, wilson_interval
 from hpt.reports.ceiling_types import LadderResult, MethodResult
 from hpt.reports.cells import collect
+from hpt.reports.efforts import apart
 from hpt.results.reader import require_run_dirs
 from hpt.results.rundir import RunDirError
 
@@ -24,7 +25,9 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
     """A run cell whose ladder is one strategy is a method result (method = the strategy);
     a cell with a ladder of several strategies (or adaptive) goes to the HPT view. A cell's
     identity does not name its ladder: runs of different strategies on the same dataset and
-    model are different results."""
+    model are different results. A reasoning setting goes with the model ("gpt-5 · effort
+    high"), not the benchmark: each setting has its own ceiling and ranks, and no
+    macro-average mixes efforts."""
     for directory in run_dirs:
         if not directory.is_dir():
             raise RunDirError(f"run directory {directory} does not exist")
@@ -33,6 +36,8 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
     ladders: list[LadderResult] = []
     for r in collect(run_dirs, by_ladder=True):
         s, cell = r.summary, r.cell
+        model = cell.model + (f" · {cell.reasoning_label}" if cell.reasoning_label else "")
+        benchmark = apart(cell).label
         if len(r.ladder) == 1 and cell.mode == "standard":
             if not s.n or s.accuracy is None:
                 raise ReportError(
@@ -43,8 +48,8 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
             ci = wilson_interval(resolved, s.n) if r.independent else None
             methods.append(
                 MethodResult(
-                    model=cell.model,
-                    benchmark=cell.label,
+                    model=model,
+                    benchmark=benchmark,
                     method=r.ladder[0],
                     accuracy=100 * s.accuracy,
                     n=s.n,
@@ -60,8 +65,8 @@ def read_runs(run_dirs: list[Path]) -> tuple[list[MethodResult], list[LadderResu
             missing = hpi_interval_missing(s.n, r.distinct_scores, r.independent)
             ladders.append(
                 LadderResult(
-                    model=cell.model,
-                    benchmark=cell.label + adaptive,
+                    model=model,
+                    benchmark=benchmark + adaptive,
                     hpi=s.hpi,
                     hpi_ci=r.hpi_ci if missing is None else None,
                     hpi_ci_missing=missing,

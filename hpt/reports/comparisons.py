@@ -19,10 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from hpt.reports import ReportError
 from hpt.reports.cells import CellScores, mean
+from hpt.reports.efforts import setting, setting_order
 from hpt.reports.paired import (
     detectable_difference,
     holm,
@@ -33,6 +34,7 @@ from hpt.reports.paired import (
     sd,
 )
 from hpt.results.records import Cell
+from hpt.types import unset
 
 COMPARISONS_JSON = "comparisons.json"
 COMPARISONS_MD = "comparisons.md"
@@ -43,6 +45,9 @@ class Comparison(BaseModel):
     mode: str
     threshold: float | None = None
     variant: str | None = None
+    # Reasoning models: both cells' effort and thinking budget (a pair differs only by model).
+    reasoning_effort: str | None = Field(None, exclude_if=unset)
+    thinking_budget: int | None = Field(None, exclude_if=unset)
     model_a: str
     model_b: str
     # Samples both models scored (errors and samples only one ran are left out).
@@ -76,12 +81,14 @@ class Comparison(BaseModel):
     @property
     def cell(self) -> Cell:
         """Model A's cell; B's is the same but for the model."""
-        return Cell(self.dataset, self.model_a, self.mode, self.threshold, self.variant)
+        return Cell(self.dataset, self.model_a, self.mode, self.threshold, self.variant,
+                    self.reasoning_effort, self.thinking_budget)  # fmt: skip
 
 
-def _order(cell: Cell) -> tuple[str, str, float, str, str]:
+def _order(cell: Cell) -> tuple[object, ...]:
     threshold = -1.0 if cell.threshold is None else cell.threshold
-    return cell.dataset, cell.mode, threshold, cell.variant or "", cell.model
+    return (cell.dataset, cell.mode, threshold, cell.variant or "",
+            setting_order(setting(cell)), cell.model)  # fmt: skip
 
 
 def compare_cells(
@@ -149,9 +156,10 @@ def compare(
     detect: float | None = None,
 ) -> Compared:
     """Every pair of models, or every model against ``baseline`` (then model_b is the
-    baseline), on each dataset x mode (x threshold x variant) that more than one model ran;
-    Holm's adjustment over the whole list. Records arrive in the order samples finished, so
-    the list is sorted (datasets, then models by name): the same runs give the same file.
+    baseline), on each dataset x mode (x threshold x variant x reasoning effort and budget)
+    that more than one model ran; Holm's adjustment over the whole list. Records arrive in the
+    order samples finished, so the list is sorted (datasets, then efforts, then models by
+    name): the same runs give the same file.
     Models that climbed different ladders are refused: their HPIs are on different scales."""
     # What the models compared share: the cell but for its model.
     groups: dict[Cell, dict[str, Cell]] = {}
@@ -188,6 +196,8 @@ def compare(
                     mode=group.mode,
                     threshold=group.threshold,
                     variant=group.variant,
+                    reasoning_effort=group.reasoning_effort,
+                    thinking_budget=group.thinking_budget,
                     model_a=model_a,
                     model_b=model_b,
                     **stats,

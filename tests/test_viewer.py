@@ -499,3 +499,72 @@ def test_index_rows_carry_judge_scores(tmp_path: Path) -> None:
     assert [len(r) for r in index["rows"]] == [9, 11, 12]
     assert index["rows"][1][9:] == [5, 1] and index["rows"][2][9:] == [None, 2, "c"]
     assert [c["variant"] for c in index["cells"]] == [None, "multi-turn"]
+
+
+# ---- Reasoning models: the thinking folded apart from the answer, truncation named
+
+THOUGHT = "So the answer is 49. No: 6 * 7 = 42, and " + EVIL
+
+
+def _thinking_record(sample: str, effort: str, usage_reasoning: int | None = 120) -> SampleRecord:
+    """Level 1 cut off inside its thinking (no answer); level 2 thinks, then answers **42**."""
+    record = make_record(sample, level=2, final="**42**", target="42")
+    record.reasoning_effort = effort
+    cut, answered = record.attempts
+    cut.truncated = "thinking"
+    cut.completion = cut.calls[0].completion = ""
+    cut.calls[0].reasoning = "Let me see: the answer is 42 because"
+    cut.calls[0].finish_reason = "length"
+    answered.calls[0].reasoning = THOUGHT
+    answered.calls[0].usage.reasoning_tokens = usage_reasoning
+    return record
+
+
+def test_reasoning_is_folded_apart_from_the_answer(browser: object, tmp_path: Path) -> None:
+    records = [_thinking_record("think", "high"), _thinking_record("quick", "low", None),
+               make_record("plain", level=1)]  # fmt: skip
+    run = write_run(tmp_path / "run", records)
+    assert hpt("view", str(run), "--no-open").returncode == 0
+    page = _page(browser, (run / "view.html").as_uri())
+    # The cell list names each cell's effort; a filter picks one, least effort first.
+    assert page.locator("#f-reasoning option").all_inner_texts() == ["all", "effort low",
+                                                                    "effort high"]  # fmt: skip
+    modes = page.locator("#rows tr td:nth-child(4)").all_inner_texts()
+    assert sorted(modes) == ["standard", "standard · effort high", "standard · effort low"]
+    page.select_option("#f-reasoning", "effort high")
+    assert page.inner_text("#count").startswith("1 of 3")
+
+    _open(page, "think")
+    title = page.inner_text("[data-testid=title]")
+    assert title == "think · boolq · alpha · standard · effort high"
+    cut, answered = page.locator("section.attempt").all()
+    # Level 1 says where it was cut, visibly, in its heading.
+    badge = cut.locator("h3 [data-testid=truncated]")
+    assert badge.is_visible() and badge.inner_text() == "truncated inside its thinking"
+    assert answered.locator("[data-testid=truncated]").count() == 0
+    # The thinking is there, folded: closed, its text hidden, its size in the label.
+    fold = answered.locator("details[data-testid=thinking]")
+    assert fold.get_attribute("open") is None
+    assert not fold.locator("pre.reasoning").is_visible()
+    assert fold.locator("summary").inner_text() == f"thinking ({len(THOUGHT)} chars)"
+    # The answer stands apart, outside the fold, and holds none of the thinking.
+    answer = answered.locator(".call > pre.response")
+    assert answer.is_visible() and answer.inner_text() == "**42**"
+    assert answered.locator(".call > .role").last.inner_text().lower() == "answer"
+    assert "(120 thinking)" in answered.locator(".call h4").inner_text()
+    # A click opens it; the thinking is text, never markup.
+    fold.locator("summary").click()
+    assert fold.get_attribute("open") is not None
+    assert fold.locator("pre.reasoning").is_visible()
+    assert fold.locator("pre.reasoning").inner_text() == THOUGHT
+    assert page.evaluate("window.pwned") is None
+    # The cut call's thinking is folded too, its answer empty.
+    cut_fold = cut.locator("details[data-testid=thinking] summary")
+    assert cut_fold.inner_text() == "thinking (36 chars)"
+
+    # A call without thinking is shown as before: its response, no fold.
+    page.select_option("#f-reasoning", "")
+    _open(page, "plain")
+    assert page.locator("details[data-testid=thinking], [data-testid=truncated]").count() == 0
+    assert page.locator("section.attempt .call > .role").last.inner_text().lower() == "response"
+    assert page.errors == []

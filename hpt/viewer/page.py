@@ -17,6 +17,7 @@ import http.server
 import json
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -82,7 +83,7 @@ def _write_page(fh: TextIO, run_dirs: list[Path], name: str) -> int:
             cell_info.append(
                 {"model": cell.model, "mode": cell.mode, "variant": cell.variant, "m": record.m,
                  "dataset_label": cell.dataset_label, "mode_label": cell.mode_label,
-                 "title": cell.title}
+                 "title": cell.title, "reasoning": cell.reasoning_label or None}
             )  # fmt: skip
         rows.append(_row(len(rows), cells[cell], record))
         pending.append(record.model_dump_json())
@@ -91,10 +92,17 @@ def _write_page(fh: TextIO, run_dirs: list[Path], name: str) -> int:
             pending = []
     if pending:
         _write_chunk(fh, (len(rows) - 1) // CHUNK, pending)
-    index = {"cells": cell_info, "rows": rows, "chunk": CHUNK}
+    index = {"cells": cell_info, "rows": rows, "chunk": CHUNK, "reasoning": _settings(cells)}
     fh.write(f'<script type="application/json" id="hpt-index">{_script_json(index)}</script>\n')
     fh.write(f"<script>\n{_asset('view.js')}</script>\n</body>\n</html>\n")
     return len(rows)
+
+
+def _settings(cells: Iterable[Cell]) -> list[str]:
+    """The reasoning settings the cells asked ("effort high", ...), each once, from least to
+    most: Cell.order's rule applied to cells that differ in nothing else."""
+    bare = {replace(c, dataset="", model="", mode="", threshold=None, variant=None) for c in cells}
+    return [c.reasoning_label for c in sorted(bare, key=Cell.order) if c.reasoning_label]
 
 
 def _row(n: int, cell: int, record: SampleRecord) -> list[Any]:

@@ -55,6 +55,11 @@
     fill($("f-variant"), variants);
     $("l-variant").hidden = false;
   }
+  // Reasoning models: the efforts and thinking budgets the cells asked, from least to most.
+  if (data.reasoning.length) {
+    fill($("f-reasoning"), data.reasoning);
+    $("l-reasoning").hidden = false;
+  }
   const maxM = Math.max(...cells.map((c) => c.m));
   for (let k = 1; k <= maxM; k++) $("f-level").append(el("option", { value: String(k) }, "L" + k));
   $("f-level").append(el("option", { value: "none" }, "unresolved"), el("option", { value: "error" }, "error"));
@@ -65,7 +70,7 @@
 
   function applyFilters() {
     const model = $("f-model").value, dataset = $("f-dataset").value, mode = $("f-mode").value;
-    const variant = $("f-variant").value;
+    const variant = $("f-variant").value, reasoning = $("f-reasoning").value;
     const level = $("f-level").value, errors = $("f-error").value;
     const text = $("f-text").value.trim().toLowerCase();
     shown = rows.filter((r) => {
@@ -74,6 +79,7 @@
       if (dataset && cellName(c) !== dataset) return false;
       if (mode && c.mode !== mode) return false;
       if (variant && c.variant !== variant) return false;
+      if (reasoning && c.reasoning !== reasoning) return false;
       if (errors === "yes" && !r[5]) return false;
       if (errors === "no" && r[5]) return false;
       if (level === "error" && !r[5]) return false;
@@ -85,7 +91,7 @@
     page = 0;
     render();
   }
-  for (const id of ["f-model", "f-dataset", "f-mode", "f-variant", "f-level", "f-error"]) $(id).addEventListener("change", applyFilters);
+  for (const id of ["f-model", "f-dataset", "f-mode", "f-variant", "f-reasoning", "f-level", "f-error"]) $(id).addEventListener("change", applyFilters);
   $("f-text").addEventListener("input", applyFilters);
 
   function levelCell(r) {
@@ -238,9 +244,19 @@
 
   function callView(call) {
     const box = el("div", { class: "call" });
-    box.append(el("h4", {}, `${call.purpose} · ${call.model} · ${call.usage.prompt_tokens}+${call.usage.completion_tokens} tokens · ${call.latency_s.toFixed(2)} s${call.cached ? " · cached" : ""}`));
+    // Reasoning tokens are part of the completion tokens, where the provider counted them.
+    const thought = call.usage.reasoning_tokens == null ? "" : ` (${call.usage.reasoning_tokens} thinking)`;
+    box.append(el("h4", {}, `${call.purpose} · ${call.model} · ${call.usage.prompt_tokens}+${call.usage.completion_tokens} tokens${thought} · ${call.latency_s.toFixed(2)} s${call.cached ? " · cached" : ""}`));
     for (const m of call.messages) box.append(el("div", { class: "role" }, m.role), el("pre", { class: "prompt" }, m.content));
-    box.append(el("div", { class: "role" }, "response"), el("pre", { class: "response" }, call.completion));
+    // A reasoning model's thinking, folded: it may run to thousands of tokens and is not what
+    // the readers read; the answer follows it, apart.
+    const thinking = call.reasoning != null;
+    if (thinking) {
+      box.append(el("details", { class: "thinking", "data-testid": "thinking" },
+        el("summary", {}, `thinking (${[...call.reasoning].length.toLocaleString("en")} chars)`),
+        el("pre", { class: "reasoning" }, call.reasoning)));
+    }
+    box.append(el("div", { class: "role" }, thinking ? "answer" : "response"), el("pre", { class: "response" }, call.completion));
     return box;
   }
 
@@ -349,7 +365,10 @@
     }
     for (const a of rec.attempts) {
       const box = el("section", { class: "attempt " + (a.resolved ? "resolved" : "failed"), "data-level": String(a.level) });
-      box.append(el("h3", {}, `L${a.level} ${a.strategy}${a.iteration ? " (iteration " + a.iteration + ")" : ""} — ${a.resolved ? "resolved" : "not resolved"}`));
+      // Cut off at the token limit: unresolved because of it, whatever its answer read.
+      const cut = a.truncated ? el("span", { class: "truncated", "data-testid": "truncated",
+        title: "cut off at the token limit (--max-tokens): unresolved because of it" }, `truncated inside its ${a.truncated}`) : "";
+      box.append(el("h3", {}, `L${a.level} ${a.strategy}${a.iteration ? " (iteration " + a.iteration + ")" : ""} — ${a.resolved ? "resolved" : "not resolved"}`, cut));
       const body = el("div", { class: "body" });
       body.append(facts([
         ["parsed answer", a.parsed == null ? noAnswer(a.detail) : a.parsed],

@@ -23,6 +23,9 @@ TAGS = [("<think>", "</think>")]
     [
         ("<think>So the answer is 49.</think>\n**42**", "So the answer is 49.", "**42**"),
         ("\n  <think>a</think>b", "a", "b"),
+        ("<think>a</think>  \n\n  b\n", "a", "  b"),
+        # The answer's own indentation stays: a code body continuing the prompt.
+        ("<think>a</think>\n    return x\n", "a", "    return x"),
         # Cut off while thinking: all of it is thinking, there is no answer.
         ("<think>Let me see: the answer is 42 because", "Let me see: the answer is 42 because", ""),
         # The chat template opened the block (DeepSeek-R1): the completion starts inside it.

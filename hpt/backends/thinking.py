@@ -17,12 +17,18 @@ the completion starts inside it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from hpt.types import Completion
 
 ThinkTags = Sequence[tuple[str, str]]
 DEFAULT_THINK_TAGS: tuple[tuple[str, str], ...] = (("<think>", "</think>"),)
+
+
+# The blank lines an answer starts with after its thinking; the first line's indentation is
+# the answer's own (a code body that continues a prompt: HumanEval's).
+_LEADING_BLANK_LINES = re.compile(r"(?:[ \t]*\r?\n)+")
 
 
 def split_inline(text: str, tags: ThinkTags) -> tuple[str | None, str]:
@@ -34,12 +40,21 @@ def split_inline(text: str, tags: ThinkTags) -> tuple[str | None, str]:
             end = body.find(closing)
             if end < 0:
                 return body.strip(), ""
-            return body[:end].strip(), body[end + len(closing) :].strip()
+            return body[:end].strip(), _answer(body[end + len(closing) :])
     for opening, closing in tags:
         end = text.find(closing)
         if end >= 0 and opening not in text[:end]:
-            return text[:end].strip(), text[end + len(closing) :].strip()
+            return text[:end].strip(), _answer(text[end + len(closing) :])
     return None, text
+
+
+def _answer(rest: str) -> str:
+    """What follows the thinking, without the blank lines it starts with (or the spaces before
+    an answer on the closing tag's line), its first line's indentation kept."""
+    start = _LEADING_BLANK_LINES.match(rest)
+    if start is not None:
+        return rest[start.end() :].rstrip()
+    return rest.lstrip(" \t").rstrip()
 
 
 def with_thinking_apart(completion: Completion, tags: ThinkTags) -> Completion:

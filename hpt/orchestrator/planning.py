@@ -1,13 +1,14 @@
 """Planning a run: load each dataset once, lay out its cells (dataset x model x mode x
-threshold x variant) with their ladders and settings, and check what the strategies need
-before any model is called."""
+threshold x variant x reasoning effort x thinking budget) with their ladders and settings, and
+check what the strategies need before any model is called."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from hpt.graphs import (
 from hpt.orchestrator.spec import ConfigError, RunSpec, evaluated
 from hpt.results.info import TaskInfo
 from hpt.results.records import Cell
-from hpt.results.runfile import DatasetParams
+from hpt.results.runfile import DatasetParams, ReasoningParams
 from hpt.results.tally import Tally
 from hpt.tasks import DatasetError, Sample, Task, resolve_data_dir, task_class
 from hpt.tasks.generation import GenerationTask
@@ -114,25 +115,51 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
                 cell_task = copy.copy(task)
                 cell_task.threshold = threshold
             for (variant, strategies), args in zip(ladders, args_of, strict=True):
-                for model_name in spec.model:
+                cells = itertools.product(spec.model, spec.mode, _reasoning_settings(spec))
+                for model_name, mode, (effort, budget) in cells:
                     label = spec.resolve(model_name).label
-                    for mode in spec.mode:
-                        cell = Cell(task.name, label, mode, threshold, variant)
-                        tally = Tally(
-                            dataset=task.name,
-                            model=label,
-                            mode=mode,
-                            m=len(strategies),
-                            penalty=spec.penalties[key].value,
-                            threshold=threshold,
-                            track_draws=spec.samples_per_task > 1,
-                            info=task.info(),
-                            variant=variant,
-                            strategies=strategies,
-                        )
-                        plans.append(CellPlan(cell, cell_task, samples, pool, model_name,
-                                               tally, strategies, args, params))  # fmt: skip
+                    cell = Cell(task.name, label, mode, threshold, variant, effort, budget)
+                    tally = Tally(
+                        **asdict(cell),
+                        m=len(strategies),
+                        penalty=spec.penalties[key].value,
+                        track_draws=spec.samples_per_task > 1,
+                        info=task.info(),
+                        strategies=strategies,
+                    )
+                    cell_params = with_reasoning(params, effort, budget)
+                    plans.append(CellPlan(cell, cell_task, samples, pool, model_name, tally,
+                                          strategies, args, cell_params))  # fmt: skip
     return plans
+
+
+def _reasoning_settings(spec: RunSpec) -> list[tuple[str | None, int | None]]:
+    """The run's reasoning cells: every effort x every budget it names; one cell without
+    either where it names none."""
+    efforts: list[str | None] = [*spec.reasoning_effort] or [None]
+    budgets: list[int | None] = [*spec.thinking_budget] or [None]
+    return [(effort, budget) for effort in efforts for budget in budgets]
+
+
+def with_reasoning(
+    params: GenerationParams, effort: str | None, budget: int | None
+) -> GenerationParams:
+    """``params`` with a cell's reasoning settings; the same object where it has none, so a
+    run without them asks (and caches) exactly as before."""
+    given = {k: v for k, v in (("reasoning_effort", effort), ("thinking_budget", budget))
+             if v is not None}  # fmt: skip
+    if not given:
+        return params
+    return GenerationParams.model_validate({**params.model_dump(exclude_unset=True), **given})
+
+
+def without_reasoning(params: GenerationParams) -> GenerationParams:
+    """``params`` without a cell's reasoning settings: what the run's instruments (judges, the
+    answer extractor) are given."""
+    if params.reasoning_effort is None and params.thinking_budget is None:
+        return params
+    unset = {"reasoning_effort", "thinking_budget"}
+    return GenerationParams.model_validate(params.model_dump(exclude_unset=True, exclude=unset))
 
 
 def _check_programs(spec: RunSpec, laddered: set[str]) -> None:
@@ -172,10 +199,24 @@ def described(task: Task) -> TaskInfo:
 
 def generation_params(plans: list[CellPlan]) -> dict[str, DatasetParams]:
     """Each dataset's generation parameters: asked, and sent by each evaluated model's
-    transport as it stands (it may adapt during a run)."""
+    transport as it stands (it may adapt during a run), for each reasoning setting apart. A
+    setting a model cannot take raises ``SettingRefused``."""
     out: dict[str, DatasetParams] = {}
     for p in plans:
-        used = out.setdefault(p.cell.dataset, DatasetParams(asked=p.params))
+        plain = without_reasoning(p.params)
+        used = out.setdefault(p.cell.dataset, DatasetParams(asked=plain))
         if p.model is not None:
-            used.sent[p.cell.model] = p.model.sent_params(p.params)
+            used.sent[p.cell.model] = p.model.sent_params(plain)
+        if plain is p.params:
+            continue
+        cell = p.cell
+        entries = used.reasoning = used.reasoning or []
+        setting = (cell.reasoning_effort, cell.thinking_budget)
+        entry = next((e for e in entries
+                      if (e.reasoning_effort, e.thinking_budget) == setting), None)  # fmt: skip
+        if entry is None:
+            entry = ReasoningParams(reasoning_effort=setting[0], thinking_budget=setting[1])
+            entries.append(entry)
+        if p.model is not None:
+            entry.sent[cell.model] = p.model.sent_params(p.params)
     return out

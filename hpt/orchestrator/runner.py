@@ -10,13 +10,14 @@ import copy
 import errno
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from hpt import __version__
 from hpt.backends import ResponseCache
+from hpt.backends.base import GenerationParams
 from hpt.backends.managed import ManagedBackend
 from hpt.errors import StorageError
 from hpt.graphs import (
@@ -36,13 +37,14 @@ from hpt.orchestrator.planning import (
     described,
     generation_params,
     plan_cells,
+    without_reasoning,
 )
 from hpt.orchestrator.resume import load_saved_spec, read_back
 from hpt.orchestrator.scheduling import climb_all, collector_for_climb, outlast_cancellation
 from hpt.orchestrator.spec import RunSpec, SavedSpec
 from hpt.results.lock import RunLock
 from hpt.results.rundir import SAMPLES, SPEC, SUMMARY
-from hpt.results.runfile import RunSummary
+from hpt.results.runfile import DatasetParams, RunSummary
 from hpt.results.store import RunStore
 from hpt.results.tally import Summary
 from hpt.structured.runtime import CellRuntime, ProgramStore
@@ -54,6 +56,8 @@ class RunResult:
     out: Path
     summaries: list[Summary]
     complete: bool
+    # Each dataset's generation parameters, asked and sent (run.json's ``generation``).
+    generation: dict[str, DatasetParams] = field(default_factory=dict)
 
     @property
     def summary(self) -> Summary:
@@ -146,17 +150,26 @@ async def _run_locked(
         async def backend(name: str) -> ManagedBackend:
             return await backends.open(spec.resolve(name))
 
+        # Judges and the answer extractor are instruments, not the evaluated model: they are
+        # given the run's settings without a cell's reasoning effort or thinking budget (the
+        # spec keeps those as dimensions, never in its params), so every cell is measured by
+        # the same instrument. The knowledge model and the adaptive selector are part of the
+        # climb evaluated: they get the cell's settings, reasoning included.
         extractor = (
             AnswerExtractor(await backend(spec.extractor_model), spec.params)
             if spec.extractor_model
             else None
         )
+        # The backends given each cell's settings, checked before anything is written.
+        given: list[tuple[ManagedBackend, GenerationParams]] = []
         for p in plans:
             model = p.model = await backend(p.model_name)
             knowledge = await backend(spec.knowledge_model) if spec.knowledge_model else model
+            given += [(model, p.params), (knowledge, p.params)]
             if p.task.needs_judge:  # each cell its own judge: by default its evaluated model
                 p.task = copy.copy(p.task)
-                p.task.bind_judge(await backend(spec.judge_model or p.model_name), p.params)
+                judge = await backend(spec.judge_model or p.model_name)
+                p.task.bind_judge(judge, without_reasoning(p.params))
             # The instruction proposer (MIPROv2's): opened only for a ladder whose strategies
             # (or those they wrap) register that they need it.
             proposer = model
@@ -176,11 +189,14 @@ async def _run_locked(
             )
             if p.cell.mode == "adaptive":
                 selector = await backend(spec.selector_model) if spec.selector_model else model
+                given.append((selector, p.params))
                 graph = build_adaptive(p.strategies, runtime, selector)
             else:
                 graph = build_ladder(p.strategies, runtime)
             # The same graph, walked without Pregel's per-step cost (hpt.graphs.walk).
             p.graph = GraphWalker.of(graph) or graph
+        for note in settings_notes(given):
+            sys.stderr.write(f"hpt: warning: {note}\n")
         observer.watch(backends.stats)
         generation = generation_params(plans)
         now = datetime.now().isoformat(timespec="seconds")
@@ -240,7 +256,24 @@ async def _run_locked(
                     complete=complete,
                 )
     observer.finished(result)
-    return RunResult(out=out, summaries=result.cells, complete=complete)
+    return RunResult(out, result.cells, complete, generation=saved.generation)
+
+
+def settings_notes(given: list[tuple[ManagedBackend, GenerationParams]]) -> list[str]:
+    """Check that each backend can take the settings it is given, before any call: a setting
+    its model cannot take raises ``SettingRefused`` (the run stops with its one line). What it
+    sends otherwise than asked (a paper setting a reasoning model does not take): one
+    ``MODEL: SENTENCE`` per distinct sentence, to be said once at the start."""
+    notes: dict[str, None] = {}
+    checked: set[tuple[int, str]] = set()
+    for backend, params in given:
+        key = (id(backend), params.model_dump_json())
+        if key in checked:
+            continue
+        checked.add(key)
+        backend.sent_params(params)
+        notes.update(dict.fromkeys(f"{backend.name}: {n}" for n in backend.param_notes(params)))
+    return list(notes)
 
 
 class RunStopped(StorageError):

@@ -67,11 +67,13 @@ def _interleave(plans: list[CellPlan]) -> list[list[Climb]]:
     """Round-robin over the cells, so every cell makes progress from the start. The cells
     that differ only by threshold read one evaluation at several thresholds: a sample's
     climbs in them are one work item, run together, so each identical call is asked once
-    (the backend shares a request in flight) and every threshold scores the same replies."""
+    (the backend shares a request in flight) and every threshold scores the same replies.
+    Cells of another reasoning effort or thinking budget ask other calls: never siblings."""
     siblings: dict[tuple[object, ...], list[CellPlan]] = {}
     for p in plans:
         c = p.cell
-        siblings.setdefault((c.dataset, p.model_name, c.mode, c.variant), []).append(p)
+        key = (c.dataset, p.model_name, c.mode, c.variant, c.reasoning_effort, c.thinking_budget)
+        siblings.setdefault(key, []).append(p)
     per_group = []
     for group in siblings.values():
         items: dict[tuple[str, int], list[Climb]] = {}

@@ -1,7 +1,8 @@
 """A run's full description; saved as ``run.json`` so a run can be repeated or resumed.
 
 A run is a campaign: every dataset x model x mode (x threshold, for the datasets resolved by
-a score) is one *cell*, and all cells run in one pass that shares backends and the cache."""
+a score, x reasoning effort x thinking budget, where the run sets them) is one *cell*, and all
+cells run in one pass that shares backends and the cache."""
 
 from __future__ import annotations
 
@@ -34,12 +35,16 @@ from hpt.orchestrator.models import ModelSettings
 from hpt.results.penalties import Penalty
 from hpt.results.runfile import RunMeta
 from hpt.tasks import task_class
+from hpt.types import ReasoningEffort
 
 Mode = Literal["standard", "adaptive"]
 # Settings that stand for a dataset's argument (dataset, field): RunSpec's fields before
 # task_args, still read from config files' [run], hpt.evaluate(...) and the run.json of runs
 # made before; the flags --depth-mode and --graph.
 SHORTHANDS = {"depth_mode": ("depthqa", "mode"), "graph": ("depthqa", "graph")}
+# Generation settings that are also run dimensions: one cell per value (RunSpec's fields of the
+# same names); given in ``params`` (one value), they are moved onto the dimension.
+REASONING_DIMENSIONS = ("reasoning_effort", "thinking_budget")
 
 
 class ConfigError(HptError, ValueError):
@@ -55,6 +60,11 @@ def _listed(value: Any) -> Any:
 
 def _unique(values: list[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
+
+
+def _none_given(values: list[Any]) -> bool:
+    # A dimension the run does not set leaves no trace in run.json (runs without it unchanged).
+    return not values
 
 
 class RunSpec(ModelSettings):
@@ -78,6 +88,16 @@ class RunSpec(ModelSettings):
     threshold: Annotated[
         list[Annotated[float, Field(gt=0.0, le=1.0)]], BeforeValidator(_listed)
     ] = Field(default_factory=list)
+    # Reasoning models: the efforts (--reasoning-effort) and thinking budgets in tokens
+    # (--thinking-budget; 0: thinking off where the model can) to run, one cell each (every
+    # effort x every budget); empty: not set, one cell at the provider's default. Each
+    # provider maps them to its model's own form, or refuses them before any call.
+    reasoning_effort: Annotated[list[ReasoningEffort], BeforeValidator(_listed)] = Field(
+        default_factory=list, exclude_if=_none_given
+    )
+    thinking_budget: Annotated[list[Annotated[int, Field(ge=0)]], BeforeValidator(_listed)] = Field(
+        default_factory=list, exclude_if=_none_given
+    )
     knowledge_model: str | None = None  # None: each evaluated model itself
     selector_model: str | None = None  # adaptive mode's prompt-selector; None: the model itself
     # A model that reads each completion's final answer instead of the rule readers; the rule
@@ -128,9 +148,11 @@ class RunSpec(ModelSettings):
     @model_validator(mode="before")
     @classmethod
     def _shorthands(cls, data: Any) -> Any:
-        return with_shorthands(data) if isinstance(data, dict) else data
+        if not isinstance(data, dict):
+            return data
+        return with_reasoning_dimensions(with_shorthands(data))
 
-    @field_validator("dataset", "model", "mode", "threshold")
+    @field_validator("dataset", "model", "mode", "threshold", *REASONING_DIMENSIONS)
     @classmethod
     def _no_repeats(cls, values: list[Any]) -> list[Any]:
         return _unique(values)
@@ -233,6 +255,37 @@ def with_shorthands(settings: Mapping[str, Any]) -> dict[str, Any]:
         set_task_arg(merged, dataset, field, value,
                      f"{key} and task_args.{dataset}.{field}")  # fmt: skip
     return {**out, "task_args": merged}
+
+
+def with_reasoning_dimensions(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` (RunSpec's fields) with a reasoning effort or thinking budget given in
+    ``params`` moved onto its dimension: the same setting, one value. Given both ways, they
+    must agree (a ConfigError says so)."""
+    params = settings.get("params")
+    if isinstance(params, GenerationParams):
+        given = params.model_dump(exclude_unset=True)
+    elif isinstance(params, Mapping):
+        given = dict(params)
+    else:
+        return dict(settings)  # pydantic says what is wrong with params
+    moved = {k: given.pop(k) for k in REASONING_DIMENSIONS if k in given}
+    if not moved:
+        return dict(settings)
+    out = {**settings, "params": given}
+    for key, value in moved.items():
+        if value is None:  # set to "not set": nothing to move
+            continue
+        dimension = settings.get(key)
+        listed = _listed(dimension) if dimension is not None else []
+        if not listed:
+            out[key] = [value]
+        elif not isinstance(listed, list) or _unique(listed) != [value]:
+            shown = ", ".join(map(str, listed)) if isinstance(listed, list) else dimension
+            raise ConfigError(
+                f"params.{key} ({value}) and {key} ({shown}) disagree; give one ({key} "
+                f"takes several values, one cell each)"
+            )
+    return out
 
 
 def set_task_arg(

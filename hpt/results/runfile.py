@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from hpt import __version__
 from hpt.results.info import TaskInfo
 from hpt.results.tally import Summary
-from hpt.types import GenerationParams
+from hpt.types import GenerationParams, unset
 
 
 class RunSummary(BaseModel):
@@ -21,17 +21,32 @@ class RunSummary(BaseModel):
     cells: list[Summary]
 
 
+class ReasoningParams(BaseModel):
+    """A dataset's cells of one reasoning setting (--reasoning-effort, --thinking-budget):
+    their calls ask for ``DatasetParams.asked`` with it."""
+
+    reasoning_effort: str | None = Field(None, exclude_if=unset)
+    thinking_budget: int | None = Field(None, exclude_if=unset)
+    # By evaluated model, as ``DatasetParams.sent``: what its provider puts on the wire for
+    # the cells' settings (the effort or budget in its own form, what it drops beside them).
+    sent: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+
+
 class DatasetParams(BaseModel):
     """One dataset's generation parameters, as ``run.json`` gives them."""
 
     # What its ladder's calls ask for: the run's settings over the dataset's own defaults
-    # (DepthQA's are the paper's). Strategies and helper roles change some per call (logprobs
-    # for generated knowledge, temperature 0 for judges and the extractor): see each call.
+    # (DepthQA's are the paper's), without the cells' reasoning settings (``reasoning``).
+    # Strategies and helper roles change some per call (logprobs for generated knowledge,
+    # temperature 0 for judges and the extractor): see each call.
     asked: GenerationParams
     # By evaluated model: what its provider puts on the wire for ``asked`` (names as sent;
     # one the provider does not take is absent), as each call's ``params`` records it.
     # None: the model's transport does not say.
     sent: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+    # A run with reasoning efforts or thinking budgets: what is sent for each setting's
+    # cells (one entry per effort x budget); None (absent): the run set none.
+    reasoning: list[ReasoningParams] | None = Field(None, exclude_if=unset)
 
 
 class RunMeta(BaseModel):

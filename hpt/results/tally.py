@@ -87,6 +87,9 @@ class Summary(BaseModel):
     # Attempts cut off at the token limit (unresolved because of it), by level; each one's
     # record says whether inside its thinking or its answer (``Attempt.truncated``).
     truncated: dict[int, int] = {}
+    # Attempts made (levels climbed, in every record, errors included): what ``truncated`` is
+    # a share of. 0 in summaries saved before hpt counted them.
+    attempts: int = 0
     # Of ``calls``, those no model call was made for: answered from the response cache, or
     # shared with an identical request in flight (another threshold cell's; ``Call.shared``).
     cached_calls: int = 0
@@ -122,6 +125,11 @@ class Summary(BaseModel):
     def cell(self) -> Cell:
         return Cell(self.dataset, self.model, self.mode, self.threshold, self.variant,
                     self.reasoning_effort, self.thinking_budget)  # fmt: skip
+
+    @property
+    def truncated_share(self) -> float | None:
+        """The share of attempts cut off at the token limit; None: no attempt counted."""
+        return sum(self.truncated.values()) / self.attempts if self.attempts else None
 
 
 class Tally:
@@ -159,6 +167,7 @@ class Tally:
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
         self.reasoning_tokens: int | None = None
         self.truncated: dict[int, int] = {}
+        self.attempts = 0
         # (final output, reference, its score) per scored sample, for text metrics
         self.finals: list[tuple[str, str, float | None]] = []
         # sample id -> [scored climbs, resolved at level 1, resolved at any level]
@@ -225,6 +234,7 @@ class Tally:
         reasoning = record.reasoning_tokens
         if reasoning is not None:
             self.reasoning_tokens = (self.reasoning_tokens or 0) + reasoning
+        self.attempts += len(record.attempts)
         for attempt in record.attempts:
             if attempt.truncated is not None:
                 self.truncated[attempt.level] = self.truncated.get(attempt.level, 0) + 1
@@ -378,6 +388,7 @@ class Tally:
             completion_tokens=self.completion_tokens,
             reasoning_tokens=self.reasoning_tokens,
             truncated=dict(sorted(self.truncated.items())),
+            attempts=self.attempts,
             readings=self.reading_summaries(),
             **self.chance(),
             **self.depth_summary(),

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 
 MAX_CELLS_SHOWN = 8
+# From this share of a run's attempts cut off at the token limit on, the run ends with a
+# warning naming --max-tokens (truncation_warning).
+TRUNCATION_WARNING_SHARE = 0.10
 UNBOUNDED = 100_000  # columns to measure a table in: wider than any table's content
 
 
@@ -79,11 +82,17 @@ class RichProgress:
         for tally in tallies[:MAX_CELLS_SHOWN]:
             levels = " ".join(str(tally.level_counts[k]) for k in range(1, tally.m + 1))
             missing = f"  judge gave no score {tally.judge_missing}" if tally.judge_missing else ""
+            thinking = (
+                "" if tally.reasoning_tokens is None else f" (thinking {tally.reasoning_tokens})"
+            )
+            cut = sum(tally.truncated.values())
+            truncated = f"  truncated {cut}" if cut else ""
             grid.add_row(
                 f"{tally.cell.title}: HPI "
                 f"{_fmt(tally.hpi)} (scored {tally.n})  per level [{levels}] unresolved "
                 f"{tally.unresolved}  calls {tally.calls}  tokens "
-                f"{tally.prompt_tokens}+{tally.completion_tokens}  errors {tally.errors}{missing}"
+                f"{tally.prompt_tokens}+{tally.completion_tokens}{thinking}{truncated}  "
+                f"errors {tally.errors}{missing}"
             )
         if len(tallies) > MAX_CELLS_SHOWN:
             grid.add_row(f"... and {len(tallies) - MAX_CELLS_SHOWN} more cells")
@@ -126,7 +135,7 @@ def summary_table(summary: Summary, strategies: Sequence[str] = ()) -> Table:
     accuracy in adaptive mode, no level the ladder lacks)."""
     kind = "adaptive HPF" if summary.mode == "adaptive" else "HPF"
     cell = summary.cell
-    variant = f" · {cell.variant}" if cell.variant is not None else ""
+    variant = "".join(f" · {part}" for part in (cell.variant, cell.reasoning_label) if part)
     table = PlainTable(
         title=Text(f"{kind} · {cell.dataset_label} · {cell.model}{variant}"),
         show_header=False,
@@ -180,7 +189,36 @@ def summary_table(summary: Summary, strategies: Sequence[str] = ()) -> Table:
     table.add_row(
         "tokens (prompt + completion)", f"{summary.prompt_tokens} + {summary.completion_tokens}"
     )
+    if summary.reasoning_tokens is not None:
+        table.add_row("of which thinking (reasoning tokens)", str(summary.reasoning_tokens))
+    if summary.truncated:
+        table.add_row("cut off at the token limit (attempts)", _truncated(summary))
     return table
+
+
+def _truncated(summary: Summary) -> str:
+    """Attempts cut off at the token limit, of those made, and by level: "3 / 20 (L1 2, L3 1)"."""
+    cut = sum(summary.truncated.values())
+    levels = ", ".join(f"L{level} {n}" for level, n in summary.truncated.items())
+    made = f" / {summary.attempts}" if summary.attempts else ""
+    return f"{cut}{made} ({levels})"
+
+
+def truncation_warning(summaries: Sequence[Summary], max_tokens: Sequence[int]) -> str | None:
+    """One line when many of a run's attempts were cut off at the token limit (at least
+    ``TRUNCATION_WARNING_SHARE``): a reasoning model thinking within the paper's budget is cut
+    off mid-thought, and what the run then measures is the budget. ``max_tokens``: the limits
+    the cut-off cells asked for."""
+    cut = sum(sum(s.truncated.values()) for s in summaries)
+    made = sum(s.attempts for s in summaries)
+    if not made or cut / made < TRUNCATION_WARNING_SHARE:
+        return None
+    limits = f" (max_tokens {', '.join(map(str, sorted(set(max_tokens))))})" if max_tokens else ""
+    return (
+        f"{cut / made:.0%} of attempts ({cut} of {made}) were cut off at the token limit"
+        f"{limits}; each counts as unresolved, so the HPI then measures the token budget, not "
+        f"the model: raise --max-tokens"
+    )
 
 
 def _depth_mean(mean: float | None, nodes: int | None) -> str:
@@ -199,6 +237,13 @@ def cells_table(summaries: list[Summary]) -> Table:
                  "L1 accuracy"):  # fmt: skip
         table.add_column(name, justify="left" if name in ("dataset", "model", "mode") else "right")
     table.add_column("metric", justify="right")
+    # Reasoning models: columns only where some cell has their figures.
+    thinking = any(s.reasoning_tokens is not None for s in summaries)
+    truncated = any(s.truncated for s in summaries)
+    if thinking:
+        table.add_column("thinking tokens", justify="right")
+    if truncated:
+        table.add_column("truncated", justify="right")
     table.add_column("errors", justify="right")
     for s in summaries:
         metric = f"{s.text_metric} {_fmt(s.text_score)}" if s.text_metric else "-"
@@ -207,9 +252,12 @@ def cells_table(summaries: list[Summary]) -> Table:
             means = "  ".join(f"D{d} {_depth_mean(v, nodes.get(d))}"
                               for d, v in s.depth_scores.items())  # fmt: skip
             metric = f"judge {means}  judge missing {s.judge_missing}"
+        extra = [str(s.reasoning_tokens) if s.reasoning_tokens is not None else "-"] * thinking
+        extra += [_truncated(s) if s.truncated else "0"] * truncated
         table.add_row(
             s.cell.dataset_label, s.model, s.cell.mode_label, str(s.n), _fmt(s.hpi),
-            _fmt(s.chance_hpi), _fmt(s.accuracy), _fmt(s.level1_accuracy), metric, str(s.errors),
+            _fmt(s.chance_hpi), _fmt(s.accuracy), _fmt(s.level1_accuracy), metric, *extra,
+            str(s.errors),
         )  # fmt: skip
     return table
 

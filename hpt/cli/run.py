@@ -27,13 +27,20 @@ from hpt.cli.penalty import (
     apply_penalty_flags,
     given_penalty_flags,
 )
-from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
+from hpt.cli.progress import (
+    RichProgress,
+    cells_table,
+    print_table,
+    summary_table,
+    truncation_warning,
+)
 from hpt.errors import validation_message
 from hpt.orchestrator.config import ConfigError
 from hpt.orchestrator.planning import default_out_dir
 from hpt.orchestrator.resume import load_saved_plugins, load_saved_spec
 from hpt.orchestrator.runner import run_evaluation
 from hpt.orchestrator.spec import (
+    REASONING_DIMENSIONS,
     SHORTHANDS,
     RunSpec,
     evaluated,
@@ -45,6 +52,7 @@ from hpt.results.rundir import SAMPLES, SUMMARY
 from hpt.tasks import TASKS
 from hpt.tasks.depthqa.answering import DEPTH_MODES
 from hpt.tasks.depthqa.task import DepthQAArgs
+from hpt.types import REASONING_EFFORTS
 
 # CLI flag -> RunSpec field, beyond the model and generation options
 RUN_FLAGS = {
@@ -61,6 +69,8 @@ RUN_FLAGS = {
     "concurrency": "concurrency",
     "epoch": "epoch",
     "threshold": "threshold",
+    "reasoning_effort": "reasoning_effort",
+    "thinking_budget": "thinking_budget",
     "samples_per_task": "samples_per_task",
     "judge_model": "judge_model",
     "prompt_model": "prompt_model",
@@ -82,6 +92,30 @@ def depth_modes(value: str) -> list[str]:
             raise argparse.ArgumentTypeError(
                 f"{mode!r}: choose from {', '.join(DEPTH_MODES)}"
             ) from None
+    return chosen
+
+
+def efforts(value: str) -> list[str]:
+    """--reasoning-effort's names: ``low,medium,high``."""
+    chosen = names(value)
+    for effort in chosen:
+        if effort not in REASONING_EFFORTS:
+            raise argparse.ArgumentTypeError(
+                f"{effort!r}: choose from {', '.join(REASONING_EFFORTS)}"
+            )
+    return chosen
+
+
+def budgets(value: str) -> list[int]:
+    """--thinking-budget's token counts: ``1024,4096``."""
+    try:
+        chosen = [int(v) for v in names(value)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected token counts such as 1024,4096"
+        ) from None
+    if any(n < 0 for n in chosen):
+        raise argparse.ArgumentTypeError(f"{value!r}: a budget is 0 (no thinking) or more tokens")
     return chosen
 
 
@@ -183,6 +217,22 @@ def add_parser(sub: Any) -> None:
         "(default: the paper's two, 0.15 and 0.20)",
     )
     run.add_argument(
+        "--reasoning-effort",
+        action="extend",
+        type=efforts,
+        metavar="EFFORT",
+        help=f"reasoning models: how hard to think, {'/'.join(REASONING_EFFORTS)} as the "
+        "model takes them; several make one cell each (default: the provider's)",
+    )
+    run.add_argument(
+        "--thinking-budget",
+        action="extend",
+        type=budgets,
+        metavar="TOKENS",
+        help="reasoning models: the tokens they may think (0: thinking off where the model "
+        "can); several make one cell each (default: the provider's)",
+    )
+    run.add_argument(
         "--resume",
         type=Path,
         metavar="DIR",
@@ -252,6 +302,9 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
         value = getattr(args, flag)
         if value is not None:
             merged[key] = value
+    for key in REASONING_DIMENSIONS:
+        if getattr(args, key) is not None:  # the flag over the config's, in [run.params] too
+            merged["params"].pop(key, None)
     # Once the datasets are known: a shorthand applies only to a dataset the run evaluates.
     merged = with_shorthands(merged)
     if args.strategy_arg:
@@ -364,6 +417,11 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
         print_table(console, summary_table(result.summary, spec.strategies))
     else:
         print_table(console, cells_table(result.summaries))
+    limits = [result.generation[s.dataset].asked.max_tokens for s in result.summaries
+              if s.truncated and s.dataset in result.generation]  # fmt: skip
+    warning = truncation_warning(result.summaries, limits)
+    if warning is not None:
+        err.print(f"hpt: warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     # Paths as text: brackets in an --out are not markup.
     console.print(
         f"records: {result.out / SAMPLES}  summary: {result.out / SUMMARY}",

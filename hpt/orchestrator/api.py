@@ -24,7 +24,8 @@ async def evaluate(
     """Evaluate every model on every dataset in every mode; one summary per cell.
 
     ``settings`` are the other RunSpec fields (limit, strategies, concurrency, threshold,
-    models config as ``model_configs``, params, datasets' own arguments as ``task_args``, e.g.
+    reasoning_effort and thinking_budget (one value or several, one cell each), models config
+    as ``model_configs``, params, datasets' own arguments as ``task_args``, e.g.
     ``{"depthqa": {"mode": "multi_turn"}}``, ...); ``depth_mode`` and ``graph`` are short
     for DepthQA's ``mode`` and ``graph``. Records go to ``out`` (default
     ``runs/...``) as samples finish; cancel the awaiting task to stop, and ``resume(out)``."""

@@ -31,9 +31,8 @@ def _bare(value: Setting) -> Cell:
 
 
 def setting_order(value: Setting) -> tuple[object, ...]:
-    """Where a setting stands among others: ``Cell.order``'s rule (efforts from least to
-    most, then budgets)."""
-    return _bare(value).order()
+    """Where a setting stands among others: efforts from least to most, then budgets."""
+    return _bare(value).reasoning_rank()
 
 
 def setting_label(value: Setting) -> str:

@@ -200,22 +200,20 @@ class Cell:
         which follows whichever call returned first and changes from run to run."""
         return (self.model, self.dataset, self.mode != "standard", self.mode,
                 self.threshold is not None, self.threshold or 0.0, self.variant or "",
-                _effort_rank(self.reasoning_effort), self.thinking_budget is not None,
-                self.thinking_budget or 0)  # fmt: skip
+                *self.reasoning_rank())  # fmt: skip
+
+    def reasoning_rank(self) -> tuple[int, bool, int]:
+        """Where the cell's reasoning settings stand among others: efforts from least to
+        most (REASONING_EFFORTS' order; unset first), then budgets, smallest first."""
+        effort = self.reasoning_effort
+        known = REASONING_EFFORTS
+        rank = -1 if effort is None else known.index(effort) if effort in known else len(known)
+        return rank, self.thinking_budget is not None, self.thinking_budget or 0
 
     def key(self, sample_id: str, draw: int) -> tuple[object, ...]:
         """A record's identity within a run (``SampleRecord.key``)."""
         return (self.dataset, self.model, self.mode, self.threshold, self.variant,
                 self.reasoning_effort, self.thinking_budget, sample_id, draw)  # fmt: skip
-
-
-def _effort_rank(effort: str | None) -> int:
-    """Efforts in rising order (REASONING_EFFORTS'), so a report reads from least to most."""
-    if effort is None:
-        return -1
-    return (
-        REASONING_EFFORTS.index(effort) if effort in REASONING_EFFORTS else len(REASONING_EFFORTS)
-    )
 
 
 class SampleRecord(BaseModel):

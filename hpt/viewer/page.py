@@ -17,7 +17,6 @@ import http.server
 import json
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -100,9 +99,9 @@ def _write_page(fh: TextIO, run_dirs: list[Path], name: str) -> int:
 
 def _settings(cells: Iterable[Cell]) -> list[str]:
     """The reasoning settings the cells asked ("effort high", ...), each once, from least to
-    most: Cell.order's rule applied to cells that differ in nothing else."""
-    bare = {replace(c, dataset="", model="", mode="", threshold=None, variant=None) for c in cells}
-    return [c.reasoning_label for c in sorted(bare, key=Cell.order) if c.reasoning_label]
+    most."""
+    ordered = sorted(cells, key=Cell.reasoning_rank)
+    return [label for label in dict.fromkeys(c.reasoning_label for c in ordered) if label]
 
 
 def _row(n: int, cell: int, record: SampleRecord) -> list[Any]:

@@ -4,7 +4,14 @@ Differences from chat completions handled here: the system prompt goes in ``syst
 there is no repetition penalty and no logprobs; ``stop`` becomes ``stop_sequences``.
 API version 2026-10-21 (the SDK's default) rejects ``temperature``/``top_p`` outright, so
 they are sent only when the run pins ``anthropic_version = "2023-06-01"``, and then only
-temperature (clamped to the API's 0..1), because current models refuse both together.
+temperature (clamped to the API's 0..1), because current models refuse both together; never
+with thinking on, which takes no temperature, nor to models that refuse sampling parameters.
+
+Thinking: a reasoning effort or thinking budget becomes the model's own form
+(``hpt.backends.anthropic_thinking``, from the Models API's capabilities when the endpoint
+serves them, else the model's generation). ``thinking`` and ``redacted_thinking`` blocks are
+read apart from the answer, and an assistant turn sends its blocks back unchanged, as the
+API requires (https://platform.claude.com/docs/build-with-claude/thinking).
 """
 
 from __future__ import annotations
@@ -15,6 +22,15 @@ import anthropic
 import httpx2
 from anthropic import AsyncAnthropic
 
+from hpt.backends.anthropic_thinking import (
+    SAMPLING_REMOVED,
+    THINKING_PAGE,
+    ThinkingRules,
+    rules_for,
+    table_rules,
+    thinking_fields,
+    thinking_on,
+)
 from hpt.backends.base import Completion, GenerationParams, Message, Usage
 from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_protocol import classify_status, short
@@ -22,6 +38,12 @@ from hpt.backends.secrets import remember_secret
 from hpt.backends.urls import split_query
 
 LEGACY_VERSION = "2023-06-01"
+# How a redacted thinking block (encrypted, no text) shows in a completion's reasoning.
+REDACTED = "[redacted thinking]"
+VERSION_RULE = (
+    f"Anthropic's API takes sampling parameters under version {LEGACY_VERSION} only (the "
+    "SDK sends a later one; a model's anthropic_version setting can pin it)"
+)
 
 
 class AnthropicTransport:
@@ -64,33 +86,72 @@ class AnthropicTransport:
         self.model = model
         self.endpoint = str(self._client.base_url)
         self._sampling = anthropic_version == LEGACY_VERSION
+        # Until start() reads the Models API: the rules of the model's generation.
+        self.rules: ThinkingRules | None = table_rules(model)
 
     @property
     def suggested_concurrency(self) -> int | None:
         return None
 
     def sent_params(self, params: GenerationParams) -> dict[str, Any]:
-        """The generation parameters a request with ``params`` sends."""
+        """The generation parameters a request with ``params`` sends (``SettingRefused`` for
+        a reasoning setting the model cannot take)."""
         sent: dict[str, Any] = {"max_tokens": params.max_tokens}
         if params.stop:
             sent["stop_sequences"] = params.stop
-        if self._sampling:
+        thinking = thinking_fields(self.model, self.rules, params)
+        if self._temperature_taken(thinking):
             sent["temperature"] = min(params.temperature, 1.0)
-        return sent
+        return {**sent, **thinking}
+
+    def _temperature_taken(self, thinking: dict[str, Any]) -> bool:
+        """Only the legacy API version takes a temperature; never with thinking on
+        (thinking page), nor by a model that refuses sampling parameters."""
+        fixed = self.rules is not None and self.rules.fixed_sampling
+        return self._sampling and not fixed and not thinking_on(thinking)
+
+    def param_notes(self, params: GenerationParams) -> list[str]:
+        """The sampling settings not sent as asked, and why. (Anthropic's defaults,
+        temperature 1 and top_p 1, need no note when they are not sent.)"""
+        sent = self.sent_params(params)
+        temperature, top_p = f"temperature {params.temperature:g}", f"top_p {params.top_p:g}"
+        if not self._sampling:
+            dropped = [s for s, given in ((temperature, params.temperature != 1.0),
+                                          (top_p, params.top_p < 1.0)) if given]  # fmt: skip
+            return [f"{' and '.join(dropped)} not sent: {VERSION_RULE}"] if dropped else []
+        notes = []
+        if "temperature" in sent and sent["temperature"] != params.temperature:
+            notes.append(
+                f"{temperature} sent as {sent['temperature']:g}: Anthropic's temperature runs "
+                "from 0 to 1"
+            )
+        elif "temperature" not in sent and params.temperature != 1.0:
+            notes.append(f"{temperature} not sent: {self._no_temperature()}")
+        if params.top_p < 1.0:
+            notes.append(f"{top_p} not sent: Claude models refuse temperature and top_p together")
+        return notes
+
+    def _no_temperature(self) -> str:
+        """Why the legacy API version sends no temperature."""
+        if self.rules is not None and self.rules.fixed_sampling:
+            return (
+                f"{self.model} takes no sampling parameters other than their defaults "
+                f"({SAMPLING_REMOVED})"
+            )
+        return f"with thinking on, Claude takes no temperature ({THINKING_PAGE})"
 
     def _body(self, messages: list[Message], sent: dict[str, Any]) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": sent["max_tokens"],
-            "messages": [
-                {"role": m.role, "content": m.content} for m in messages if m.role != "system"
-            ],
+            "messages": [_turn(m) for m in messages if m.role != "system"],
         }
         if system:
             body["system"] = system
-        if "stop_sequences" in sent:
-            body["stop_sequences"] = sent["stop_sequences"]
+        for name in ("stop_sequences", "thinking", "output_config"):
+            if name in sent:
+                body[name] = sent[name]
         if "temperature" in sent:
             body["extra_body"] = {"temperature": sent["temperature"]}
         return body
@@ -109,12 +170,22 @@ class AnthropicTransport:
             ) from exc
         except anthropic.APIResponseValidationError as exc:
             raise TransientError(f"malformed response: {short(exc)}") from exc
-        text = "".join(getattr(block, "text", "") for block in msg.content)
+        text = "".join(block.text for block in msg.content if block.type == "text")
+        blocks = [
+            block.to_dict(mode="json")
+            for block in msg.content
+            if block.type in ("thinking", "redacted_thinking")
+        ]
+        details = msg.usage.output_tokens_details
         return Completion(
             text=text,
+            reasoning=_reasoning(blocks),
+            reasoning_blocks=blocks or None,
             finish_reason=msg.stop_reason,
             usage=Usage(
-                prompt_tokens=msg.usage.input_tokens, completion_tokens=msg.usage.output_tokens
+                prompt_tokens=msg.usage.input_tokens,
+                completion_tokens=msg.usage.output_tokens,
+                reasoning_tokens=details.thinking_tokens if details is not None else None,
             ),
             params=sent,
         )
@@ -130,8 +201,11 @@ class AnthropicTransport:
         )
 
     async def start(self) -> None:
+        """Check the endpoint and credentials, and read what the model takes from its Models
+        API entry (https://platform.claude.com/docs/en/api/models) where the endpoint has one
+        with ``capabilities``; else its generation's rules stand."""
         try:
-            await self._client.models.list(limit=1)
+            info = await self._client.models.retrieve(self.model)
         except anthropic.APIConnectionError as exc:
             raise FatalBackendError(
                 f"cannot reach {self.endpoint} ({short(exc)}); check ANTHROPIC_BASE_URL"
@@ -142,7 +216,28 @@ class AnthropicTransport:
                 "check ANTHROPIC_API_KEY"
             ) from exc
         except anthropic.APIStatusError:
-            pass  # reachable; a proxy may not list models
+            return  # reachable; a proxy may not describe models
+        self.rules = rules_for(self.model, info.to_dict(mode="json").get("capabilities"))
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _turn(message: Message) -> dict[str, Any]:
+    """A user or assistant turn. An assistant turn with thinking blocks sends them first,
+    unchanged (signatures and all), then its answer; any other turn is plain text, as
+    before thinking existed."""
+    if not message.reasoning_blocks:
+        return {"role": message.role, "content": message.content}
+    answer = [{"type": "text", "text": message.content}] if message.content else []
+    return {"role": message.role, "content": [*message.reasoning_blocks, *answer]}
+
+
+def _reasoning(blocks: list[dict[str, Any]]) -> str | None:
+    """The thinking blocks' text, a redacted block noted as such; None when none returned
+    any (models that omit their thinking's text still sign it)."""
+    parts = [
+        REDACTED if b["type"] == "redacted_thinking" else str(b.get("thinking") or "")
+        for b in blocks
+    ]
+    return "\n\n".join(p for p in parts if p) or None

@@ -20,8 +20,9 @@ from hpt.backends.anthropic_thinking import rules_for, table_rules, thinking_fie
 from hpt.backends.errors import SettingRefused
 from hpt.orchestrator import RunSpec, run_evaluation
 from hpt.results.reader import read_records
-from tests.backend_helpers import backend, serving
+from tests.backend_helpers import FAST_RETRY, backend, serving
 from tests.servers import anthropic_api as api
+from tests.servers.answer_key import KeyedResponder
 from tests.servers.anthropic_api import Claude, FakeAnthropic
 from tests.test_depthqa_runs import Scripted, write_graph
 
@@ -416,3 +417,63 @@ async def test_a_multi_turn_depthqa_run_sends_each_turns_thinking_back(tmp_path:
         kinds = [block["type"] for block in turn["content"]]
         assert kinds == ["thinking", "redacted_thinking", "text"]
         assert turn["content"][-1]["text"].startswith("answer at depth 2")
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+def _boolq(srv: Any, data_dir: Path, out: Path, model: str, **extra: Any) -> RunSpec:
+    return RunSpec.model_validate(
+        {"dataset": "boolq", "model": f"anthropic:{model}", "limit": 4, "data_dir": data_dir,
+         "out": out, "base_url": srv.root_url, "retry": FAST_RETRY, "cache": False, **extra}
+    )  # fmt: skip
+
+
+async def test_efforts_are_cells_and_each_attempt_keeps_its_thinking(
+    data_dir: Path, boolq_answers: dict[str, str], tmp_path: Path
+) -> None:
+    keyed = KeyedResponder(boolq_answers, "role")
+
+    def responder(body: dict[str, Any]) -> str:  # the thinking weighs the wrong verdict
+        answer = keyed(body)
+        return f"<think>At first sight: {'False' if 'True' in answer else 'True'}.</think>{answer}"
+
+    fake = FakeAnthropic(responder, claude={"claude-opus-4-6": api.OPUS_4_6})
+    with serving(fake.app()) as srv:
+        await run_evaluation(_boolq(srv, data_dir, tmp_path / "run", "claude-opus-4-6",
+                                    reasoning_effort=["low", "high"]))  # fmt: skip
+    records = list(read_records(tmp_path / "run"))
+    assert sorted(r.reasoning_effort or "" for r in records) == ["high"] * 4 + ["low"] * 4
+    assert all(r.resolved_level == 1 for r in records)  # read from the answer alone
+    for r in records:
+        [call] = r.attempts[0].calls
+        assert call.reasoning is not None and call.reasoning.startswith("At first sight")
+        assert call.params == {"max_tokens": 1024, "thinking": {"type": "adaptive"},
+                               "output_config": {"effort": r.reasoning_effort}}  # fmt: skip
+        assert r.reasoning_tokens == 4
+    assert sorted(b["output_config"]["effort"] for _, b in fake.requests) == ["high"] * 4 + [
+        "low"] * 4  # fmt: skip
+
+
+async def test_a_run_cut_off_while_thinking_says_so(data_dir: Path, tmp_path: Path) -> None:
+    fake = FakeAnthropic(lambda body: "<think>" + "hmm " * 100 + "</think>True",
+                         claude={"claude-opus-4-7": api.OPUS_4_7})  # fmt: skip
+    with serving(fake.app()) as srv:
+        await run_evaluation(_boolq(srv, data_dir, tmp_path / "run", "claude-opus-4-7",
+                                    reasoning_effort=["low"], params={"max_tokens": 50}))  # fmt: skip
+    records = list(read_records(tmp_path / "run"))
+    assert records and all(r.resolved_level is None for r in records)
+    assert {a.truncated for r in records for a in r.attempts} == {"thinking"}
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())["cells"][0]
+    assert sum(summary["truncated"].values()) == sum(len(r.attempts) for r in records)
+
+
+async def test_a_setting_the_model_cannot_take_stops_the_run_before_any_call(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    fake = FakeAnthropic(claude={"claude-opus-4-6": api.OPUS_4_6})
+    with serving(fake.app()) as srv:
+        with pytest.raises(FatalBackendError, match="not xhigh"):
+            await run_evaluation(_boolq(srv, data_dir, tmp_path / "run", "claude-opus-4-6",
+                                        reasoning_effort=["xhigh"]))  # fmt: skip
+    assert fake.requests == []

@@ -11,7 +11,8 @@ from hpt.backends.providers import ModelConfig, SimpleProvider, UnknownModelSpec
 class AnthropicConfig(ModelConfig):
     provider: Literal["anthropic"] = "anthropic"
     model: str
-    # Pin "2023-06-01" to send a temperature (the current API refuses one)
+    # Pin "2023-06-01" to send a temperature (the current API refuses one); even then none
+    # goes with thinking on, nor to models that refuse sampling parameters (Opus 4.7 on)
     anthropic_version: str | None = None
 
 

@@ -79,7 +79,7 @@ async def test_thinking_is_read_apart_from_the_answer_with_its_tokens() -> None:
     assert out.usage.reasoning_tokens == 13 and out.usage.completion_tokens == 14
     assert out.finish_reason == "end_turn" and not out.truncated
     assert out.params == {"max_tokens": 4000,
-                          "thinking": {"type": "enabled", "budget_tokens": 2000}}  # fmt: skip
+                          "thinking": {"type": "enabled", "budget_tokens": 2000, "display": "summarized"}}  # fmt: skip
     assert {k: _body(fake)[k] for k in out.params} == out.params  # what went on the wire
 
 
@@ -92,9 +92,21 @@ async def test_redacted_thinking_is_noted_and_kept() -> None:
     assert out.reasoning_blocks[1]["data"]
 
 
+async def test_thinking_turned_on_is_asked_to_show_its_text() -> None:
+    # Opus 4.7 and later return their thinking signed but empty unless asked to show it; hpt
+    # asks, so the attempt records it.
+    fake = _fake()
+    out = await _complete(fake, "claude-opus-4-7", reasoning_effort="low")
+    assert _body(fake)["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert (
+        out.text == "**42**" and out.reasoning == "Maybe 49. So the answer is 49. No: 6 x 7 is 42."
+    )
+    assert out.usage.reasoning_tokens == 13
+
+
 async def test_omitted_thinking_has_no_text_but_keeps_its_signed_block_and_tokens() -> None:
-    # Opus 4.7 and later return their thinking signed but empty unless asked to show it.
-    out = await _complete(_fake(), "claude-opus-4-7", reasoning_effort="low")
+    # A model thinking unasked (hpt sends no thinking setting) omits the text by default.
+    out = await _complete(_fake(), "claude-fable-5")
     assert out.text == "**42**" and out.reasoning is None
     assert out.reasoning_blocks[0]["thinking"] == "" and out.reasoning_blocks[0]["signature"]
     assert out.usage.reasoning_tokens == 13
@@ -136,25 +148,25 @@ async def test_cut_off_inside_the_answer_keeps_the_thinking() -> None:
 SENT = [
     # budget form only: an effort becomes hpt's budget for it; "none" turns thinking off
     ("claude-haiku-4-5-20251001", {"reasoning_effort": "low", "max_tokens": 2048},
-     {"thinking": {"type": "enabled", "budget_tokens": 1024}}),
+     {"thinking": {"type": "enabled", "budget_tokens": 1024, "display": "summarized"}}),
     ("claude-haiku-4-5-20251001", {"reasoning_effort": "none"}, {"thinking": {"type": "disabled"}}),
     ("claude-haiku-4-5-20251001", {"thinking_budget": 0}, {"thinking": {"type": "disabled"}}),
     # Opus 4.5: the budget form, and its effort beside it
     ("claude-opus-4-5", {"reasoning_effort": "high", "max_tokens": 20000},
-     {"thinking": {"type": "enabled", "budget_tokens": 16384}, "output_config": {"effort": "high"}}),
+     {"thinking": {"type": "enabled", "budget_tokens": 16384, "display": "summarized"}, "output_config": {"effort": "high"}}),
     # 4.6: both forms
     ("claude-opus-4-6", {"reasoning_effort": "max"},
-     {"thinking": {"type": "adaptive"}, "output_config": {"effort": "max"}}),
+     {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "max"}}),
     ("claude-opus-4-6", {"thinking_budget": 2048, "max_tokens": 4096},
-     {"thinking": {"type": "enabled", "budget_tokens": 2048}}),
+     {"thinking": {"type": "enabled", "budget_tokens": 2048, "display": "summarized"}}),
     # Opus 4.7 and the 5 family: adaptive only
     ("claude-opus-4-7", {"reasoning_effort": "xhigh"},
-     {"thinking": {"type": "adaptive"}, "output_config": {"effort": "xhigh"}}),
+     {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "xhigh"}}),
     ("claude-opus-4-7", {"reasoning_effort": "none"}, {"thinking": {"type": "disabled"}}),
     ("claude-opus-5", {"reasoning_effort": "high", "thinking_budget": 0},
      {"thinking": {"type": "disabled"}, "output_config": {"effort": "high"}}),
     ("claude-fable-5", {"reasoning_effort": "low"},
-     {"thinking": {"type": "adaptive"}, "output_config": {"effort": "low"}}),
+     {"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "low"}}),
     ("claude-sonnet-5-5", {"reasoning_effort": "none"}, {"thinking": {"type": "between_tools"}}),
     # no thinking at all: nothing to turn off
     ("claude-3-5-sonnet-20241022", {"reasoning_effort": "none"}, {}),
@@ -245,7 +257,11 @@ async def test_the_models_api_capabilities_win_over_the_table() -> None:
 async def test_without_capabilities_the_table_stands() -> None:
     fake = _fake()  # no model here serves capabilities
     out = await _complete(fake, "claude-opus-4-6", thinking_budget=2048, max_tokens=4096)
-    assert out.params["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert out.params["thinking"] == {
+        "type": "enabled",
+        "budget_tokens": 2048,
+        "display": "summarized",
+    }
     # what the table holds for names it has never seen served
     assert table_rules("us.anthropic.claude-opus-4-6-v1:0") == table_rules("claude-opus-4-6")
     assert table_rules("claude-opus-4-20250514") == table_rules("claude-opus-4-1-20250805")
@@ -326,7 +342,7 @@ async def test_the_server_refuses_what_the_api_refuses() -> None:
                                         messages=ask, **kw)  # fmt: skip
             return str(err.value.body["error"]["message"])  # type: ignore[index]
 
-        enabled: Any = {"type": "enabled", "budget_tokens": 1024}
+        enabled: Any = {"type": "enabled", "budget_tokens": 1024, "display": "summarized"}
         assert await refused(client, "claude-fable-5", thinking=enabled) == (
             '"thinking.type.enabled" is not supported for this model. Use '
             '"thinking.type.adaptive" and "output_config.effort" to control thinking behavior.'
@@ -337,7 +353,7 @@ async def test_the_server_refuses_what_the_api_refuses() -> None:
                              ) == ("`max_tokens` must be greater than `thinking.budget_tokens`. "
                                    "Please consult our documentation at "
                                    f"{api.DOCS}#max-tokens-and-context-window-size")  # fmt: skip
-        small: Any = {"type": "enabled", "budget_tokens": 1000}
+        small: Any = {"type": "enabled", "budget_tokens": 1000, "display": "summarized"}
         assert "greater than or equal to 1024" in await refused(client, "claude-haiku-4-5",
                                                                 thinking=small)  # fmt: skip
         assert (await refused(legacy, "claude-haiku-4-5", thinking=enabled,
@@ -448,7 +464,7 @@ async def test_efforts_are_cells_and_each_attempt_keeps_its_thinking(
     for r in records:
         [call] = r.attempts[0].calls
         assert call.reasoning is not None and call.reasoning.startswith("At first sight")
-        assert call.params == {"max_tokens": 1024, "thinking": {"type": "adaptive"},
+        assert call.params == {"max_tokens": 1024, "thinking": {"type": "adaptive", "display": "summarized"},
                                "output_config": {"effort": r.reasoning_effort}}  # fmt: skip
         assert r.reasoning_tokens == 4
     assert sorted(b["output_config"]["effort"] for _, b in fake.requests) == ["high"] * 4 + [

@@ -227,7 +227,7 @@ def thinking_fields(
         return _budget(model, rules, params.max_tokens, budget, effort)
     assert effort is not None
     if rules.adaptive:
-        return {"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}}
+        return {"thinking": {"type": "adaptive", **SHOWN}, "output_config": {"effort": effort}}
     tokens = BUDGET_BY_EFFORT[effort]
     if tokens >= params.max_tokens:
         raise SettingRefused(
@@ -235,7 +235,15 @@ def thinking_fields(
             f"mapping), which must be below max_tokens ({params.max_tokens}, which counts the "
             f"thinking too): raise --max-tokens above {tokens}"
         )
-    return _with_effort({"thinking": {"type": "enabled", "budget_tokens": tokens}}, rules, effort)
+    return _with_effort(
+        {"thinking": {"type": "enabled", "budget_tokens": tokens, **SHOWN}}, rules, effort
+    )
+
+
+# Thinking hpt turns on comes back summarized, so the attempt records it: Opus 4.7 and later
+# return it signed but without its text unless asked (display "omitted" by default:
+# https://platform.claude.com/docs/en/about-claude/models/whats-new-claude-4-7). Billed alike.
+SHOWN = {"display": "summarized"}
 
 
 def _with_effort(
@@ -287,7 +295,9 @@ def _budget(
             f"{model} takes a thinking budget and no effort setting beside it (its efforts "
             "are thinking budgets); give --reasoning-effort or --thinking-budget, not both"
         )
-    return _with_effort({"thinking": {"type": "enabled", "budget_tokens": budget}}, rules, effort)
+    return _with_effort(
+        {"thinking": {"type": "enabled", "budget_tokens": budget, **SHOWN}}, rules, effort
+    )
 
 
 def thinking_on(fields: Mapping[str, Any]) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import FatalBackendError, TransientError
-from hpt.backends.managed import reported_params
+from hpt.backends.managed import reported_notes, reported_params
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,9 @@ class ReplicaPool:
 
     def sent_params(self, params: GenerationParams) -> dict[str, Any] | None:
         return reported_params(self.states[0].replica, params)
+
+    def param_notes(self, params: GenerationParams) -> list[str]:
+        return reported_notes(self.states[0].replica, params)
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         state = self._pick()

@@ -165,7 +165,10 @@ async def _run_locked(
         for p in plans:
             model = p.model = await backend(p.model_name)
             knowledge = await backend(spec.knowledge_model) if spec.knowledge_model else model
-            given += [(model, p.params), (knowledge, p.params)]
+            given.append((model, p.params))
+            if ladder_needs(p.strategies, p.args).logprobs:
+                # Generated knowledge: its knowledge model is asked with logprobs.
+                given.append((knowledge, p.params.model_copy(update={"logprobs": True})))
             if p.task.needs_judge:  # each cell its own judge: by default its evaluated model
                 p.task = copy.copy(p.task)
                 judge = await backend(spec.judge_model or p.model_name)

@@ -1,0 +1,432 @@
+"""Reasoning effort and thinking budget as run dimensions, run for real against loopback
+servers: one cell per effort through the command line, a config file and the Python API, each
+cell's calls sending its effort (recorded as sent), a resumed campaign, a setting a model
+cannot take stopping the run before its directory exists, a paper setting a model does not
+take said once at the start, a run cut off at the token limit ending with one line naming
+--max-tokens, and the instruments (judge, extractor) asking without the cell's effort."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+import hpt
+from hpt.orchestrator.planning import plan_cells
+from hpt.orchestrator.scheduling import _interleave
+from hpt.orchestrator.spec import RunSpec
+from hpt.results.reader import read_records
+from hpt.results.records import SampleRecord
+from hpt.types import GenerationParams
+from tests.backend_helpers import FAST_RETRY, serving
+from tests.servers.answer_key import KeyedResponder
+from tests.servers.openai_compat import FakeOpenAI, Reply, ServerThread
+from tests.test_cli import assert_user_error
+from tests.test_cli import hpt as run_hpt
+from tests.test_depthqa_runs import Scripted, write_graph
+
+STRATEGIES = "role,zero_shot_cot,three_shot_cot"
+EFFORTS = ("low", "medium", "high")
+# What each effort's cell scores: high resolves at level 1, medium at level 2, low never.
+RESOLVES_FROM = {"high": "role", "medium": "zero_shot_cot", "low": None}
+THINKING = "Let me weigh the passage before I answer; perhaps it says the opposite."
+
+
+class ByEffort:
+    """A reasoning model that thinks first and answers better the harder it is asked to
+    think (the server returns the thinking in its reasoning field, or inline)."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.keyed = {e: KeyedResponder(answers, level) for e, level in RESOLVES_FROM.items()}
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        return Reply(self.keyed[body["reasoning_effort"]](body), reasoning=THINKING)
+
+
+def _records(out: Path) -> list[SampleRecord]:
+    return list(read_records(out))
+
+
+def _cells(out: Path) -> dict[str | None, dict[str, Any]]:
+    cells = json.loads((out / "summary.json").read_text())["cells"]
+    return {c.get("reasoning_effort"): c for c in cells}
+
+
+def _check_campaign(out: Path, fake: FakeOpenAI, stdout: str, limit: int) -> None:
+    """Three cells, one per effort, each scored as its effort answers, every call sending
+    (and recording) its cell's effort and its thinking apart, run.json saying what was sent
+    per effort."""
+    counted = fake.reasoning_format != "inline"  # a server's reasoning parser counts tokens
+    cells = _cells(out)
+    assert set(cells) == set(EFFORTS)
+    penalty = cells["low"]["penalty"]
+    hpi = {"high": 1.0, "medium": 2.0, "low": 3 + penalty}
+    levels = {"high": 1, "medium": 2, "low": 3}
+    for effort, cell in cells.items():
+        assert (cell["samples"], cell["hpi"]) == (limit, pytest.approx(hpi[effort])), effort
+        assert cell["truncated"] == {} and cell["attempts"] == limit * levels[effort]
+        thinking = cell["calls"] * len(THINKING.split()) if counted else None
+        assert cell.get("reasoning_tokens") == thinking
+    for effort in EFFORTS:  # the cells as tables label them
+        assert f"standard · effort {effort}" in stdout
+    records = _records(out)
+    assert Counter(r.reasoning_effort for r in records) == dict.fromkeys(EFFORTS, limit)
+    assert len({r.key for r in records}) == len(records)
+    for r in records:
+        assert r.cell.label == f"boolq · effort {r.reasoning_effort}"
+        for call in r.all_calls():
+            # Sent as vLLM and llama.cpp take it (a loopback server: reasoning_control auto).
+            assert call.params is not None
+            assert call.params["reasoning_effort"] == r.reasoning_effort
+            assert call.reasoning == THINKING and "think" not in call.completion
+            assert call.usage.reasoning_tokens == (len(THINKING.split()) if counted else None)
+    sent = Counter(body["reasoning_effort"] for body in fake.requests)
+    assert sent == Counter(c.params["reasoning_effort"] for r in records for c in r.all_calls()
+                           if not c.cached)  # fmt: skip
+    saved = json.loads((out / "run.json").read_text())
+    assert saved["reasoning_effort"] == list(EFFORTS) and "reasoning_effort" not in saved["params"]
+    generation = saved["generation"]["boolq"]
+    assert "reasoning_effort" not in generation["asked"]
+    by_effort = {e["reasoning_effort"]: e["sent"] for e in generation["reasoning"]}
+    assert set(by_effort) == set(EFFORTS)
+    for effort, sent_by_model in by_effort.items():
+        (params,) = sent_by_model.values()
+        assert params["reasoning_effort"] == effort and params["temperature"] == 0.6
+
+
+def test_three_efforts_from_the_command_line(
+    fake_openai: tuple[FakeOpenAI, ServerThread], boolq_answers: dict[str, str],
+    data_dir: Path, tmp_path: Path,
+) -> None:  # fmt: skip
+    fake, server = fake_openai
+    fake.responder = ByEffort(boolq_answers)
+    out = tmp_path / "run"
+    result = run_hpt(
+        "run", "--dataset", "boolq", "--model", "openai:test-model", "--base-url",
+        server.base_url, "--data-dir", str(data_dir), "--out", str(out), "--limit", "3",
+        "--strategies", STRATEGIES, "--reasoning-effort", "low,medium",
+        "--reasoning-effort", "high",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    _check_campaign(out, fake, result.stdout, limit=3)
+    assert "hpt: warning" not in result.stderr  # nothing dropped, nothing cut off
+
+
+CONFIG = """\
+[run]
+dataset = "boolq"
+model = "thinker"
+strategies = ["role", "zero_shot_cot", "three_shot_cot"]
+reasoning_effort = ["low", "medium", "high"]
+limit = 2
+
+[models.thinker]
+provider = "openai"
+model = "test-model"
+endpoints = ["{url}"]
+"""
+
+
+def test_three_efforts_from_a_config_file(
+    fake_openai: tuple[FakeOpenAI, ServerThread], boolq_answers: dict[str, str],
+    data_dir: Path, tmp_path: Path,
+) -> None:  # fmt: skip
+    fake, server = fake_openai
+    fake.responder = ByEffort(boolq_answers)
+    fake.reasoning_format = "inline"  # a server without a reasoning parser
+    (tmp_path / "run.toml").write_text(CONFIG.format(url=server.base_url))
+    out = tmp_path / "run"
+    result = run_hpt("run", "--config", "run.toml", "--data-dir", str(data_dir), "--out",
+                     str(out), cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    _check_campaign(out, fake, result.stdout, limit=2)
+    assert {r.model for r in _records(out)} == {"thinker"}
+
+
+def test_an_effort_in_params_is_the_same_setting() -> None:
+    """[run.params] or GenerationParams may hold one effort or budget: it becomes the run's
+    dimension (and leaves params); given both ways, the two must agree."""
+    spec = RunSpec.model_validate(
+        {"dataset": "boolq", "params": {"reasoning_effort": "high", "thinking_budget": 0,
+                                        "max_tokens": 64}}
+    )  # fmt: skip
+    assert (spec.reasoning_effort, spec.thinking_budget) == (["high"], [0])
+    assert spec.params.model_fields_set == {"max_tokens"}
+    agreed = RunSpec.model_validate(
+        {"dataset": "boolq", "reasoning_effort": "high",
+         "params": GenerationParams(reasoning_effort="high")}
+    )  # fmt: skip
+    assert agreed.reasoning_effort == ["high"] and agreed.params.reasoning_effort is None
+    # A run without them saves nothing of them: run.json as before.
+    assert "reasoning_effort" not in RunSpec(dataset=["boolq"]).model_dump(mode="json")
+    clash = "params.reasoning_effort (high) and reasoning_effort (low, high) disagree"
+    with pytest.raises(ValidationError, match=re.escape(clash)):
+        RunSpec.model_validate({"dataset": "boolq", "reasoning_effort": ["low", "high"],
+                                "params": {"reasoning_effort": "high"}})  # fmt: skip
+
+
+def test_a_config_file_effort_in_params_and_the_flag(
+    fake_openai: tuple[FakeOpenAI, ServerThread], boolq_answers: dict[str, str],
+    data_dir: Path, tmp_path: Path,
+) -> None:  # fmt: skip
+    fake, server = fake_openai
+    fake.responder = ByEffort(boolq_answers)
+    config = CONFIG.replace('reasoning_effort = ["low", "medium", "high"]\n', "")
+    (tmp_path / "run.toml").write_text(
+        config.format(url=server.base_url) + '\n[run.params]\nreasoning_effort = "medium"\n'
+    )
+    base = ("run", "--config", "run.toml", "--data-dir", str(data_dir), "--limit", "1")
+    # The flag is over the config file's setting, wherever the file holds it.
+    result = run_hpt(*base, "--out", "flag", "--reasoning-effort", "high", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert set(_cells(tmp_path / "flag")) == {"high"}
+    result = run_hpt(*base, "--out", "file", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert set(_cells(tmp_path / "file")) == {"medium"}
+    (tmp_path / "clash.toml").write_text(
+        (tmp_path / "run.toml").read_text().replace("[run]\n", '[run]\nreasoning_effort = "low"\n')
+    )
+    clash = run_hpt("run", "--config", "clash.toml", cwd=tmp_path)
+    assert_user_error(clash, "params.reasoning_effort (medium) and reasoning_effort (low) disagree")
+
+
+def test_a_three_effort_campaign_resumes(
+    fake_openai: tuple[FakeOpenAI, ServerThread], boolq_answers: dict[str, str],
+    data_dir: Path, tmp_path: Path,
+) -> None:  # fmt: skip
+    fake, server = fake_openai
+    fake.responder = ByEffort(boolq_answers)
+    out = tmp_path / "run"
+    result = run_hpt(
+        "run", "--dataset", "boolq", "--model", "openai:test-model", "--base-url",
+        server.base_url, "--data-dir", str(data_dir), "--out", str(out), "--limit", "3",
+        "--strategies", STRATEGIES, "--reasoning-effort", "low,medium,high", "--no-cache",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    full = _cells(out)
+    samples = out / "samples.jsonl"
+    lines = samples.read_text().splitlines(keepends=True)
+    samples.write_text("".join(lines[:4]))  # as if stopped after four records
+    kept = {r.key for r in _records(out)}
+    fake.requests.clear()
+    refused = run_hpt("run", "--resume", str(out), "--reasoning-effort", "high")
+    assert_user_error(refused, "cannot take --reasoning-effort")
+    result = run_hpt("run", "--resume", str(out))
+    assert result.returncode == 0, result.stderr
+    records = _records(out)
+    assert len(records) == len({r.key for r in records}) == 9
+    rerun = [r for r in records if r.key not in kept]
+    # Only the missing climbs were asked again, each with its own cell's effort.
+    assert Counter(b["reasoning_effort"] for b in fake.requests) == Counter(
+        r.reasoning_effort for r in rerun for _ in r.all_calls()
+    )
+    again = _cells(out)
+    for effort in EFFORTS:
+        assert {k: v for k, v in again[effort].items() if k != "calls"} == {
+            k: v for k, v in full[effort].items() if k != "calls"
+        }
+    saved = json.loads((out / "run.json").read_text())
+    assert saved["reasoning_effort"] == list(EFFORTS) and len(saved["resumed_at"]) == 1
+
+
+def _reasoner(boolq_answers: dict[str, str]) -> FakeOpenAI:
+    """o3-mini as api.openai.com answers it: temperature, top_p, max_tokens, a repetition
+    penalty or an effort it does not take are refused with OpenAI's own 400s."""
+    return FakeOpenAI(ByEffort(boolq_answers), model_ids=("o3-mini",), openai_rules=True)
+
+
+def _reasoner_config(url: str, efforts: str) -> str:
+    """o3-mini on a loopback server told to follow OpenAI's own rules (as an OpenAI proxy
+    would be), without a repetition penalty field, as on api.openai.com."""
+    return (
+        f"run:\n  dataset: boolq\n  model: o3\n  reasoning_effort: {efforts}\n"
+        f"  strategies: [role, zero_shot_cot, three_shot_cot]\n"
+        f"models:\n  o3:\n    provider: openai\n    model: o3-mini\n    endpoints: ['{url}']\n"
+        f"    reasoning_control: openai\n    repetition_penalty_field: null\n"
+    )
+
+
+def test_a_setting_the_model_cannot_take_stops_the_run_before_it_starts(
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path
+) -> None:
+    fake = _reasoner(boolq_answers)
+    with serving(fake.app()) as server:
+        (tmp_path / "run.yaml").write_text(_reasoner_config(server.base_url, "[low, minimal]"))
+        out = tmp_path / "run"
+        result = run_hpt("run", "--config", "run.yaml", "--data-dir", str(data_dir),
+                         "--out", str(out), "--limit", "2", cwd=tmp_path)  # fmt: skip
+    # One line, the provider's rule and the fix; no call sent, no run directory left.
+    assert_user_error(result, "o3-mini takes the reasoning efforts low, medium, high, not "
+                      "'minimal'", "--reasoning-effort")  # fmt: skip
+    assert fake.requests == [] and not out.exists()
+
+
+def test_a_dropped_paper_setting_is_said_once_at_the_start(
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path
+) -> None:
+    fake = _reasoner(boolq_answers)
+    with serving(fake.app()) as server:
+        (tmp_path / "run.yaml").write_text(_reasoner_config(server.base_url, "[low, medium, high]"))
+        out = tmp_path / "run"
+        result = run_hpt("run", "--config", "run.yaml", "--data-dir", str(data_dir),
+                         "--out", str(out), "--limit", "2", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("hpt: warning:")]
+    # Three cells, each dropping the same paper settings: each sentence said once, at the start.
+    assert len(warnings) == 2, result.stderr
+    sampling = "hpt: warning: o3: temperature 0.6 and top_p 0.9 not sent: o3-mini"
+    assert sum(line.startswith(sampling) for line in warnings) == 1, warnings
+    assert sum(line.startswith("hpt: warning: o3: repetition_penalty 1.1 not sent")
+               for line in warnings) == 1, warnings  # fmt: skip
+    assert "https://" in warnings[0]
+    assert {body["reasoning_effort"] for body in fake.requests} == set(EFFORTS)
+    for r in _records(out):
+        for call in r.all_calls():
+            assert call.params == {"max_completion_tokens": 1024,
+                                   "reasoning_effort": r.reasoning_effort}  # fmt: skip
+            # OpenAI counts the thinking and returns none of it.
+            assert call.reasoning is None and call.usage.reasoning_tokens == len(THINKING.split())
+
+
+def test_a_run_cut_off_at_the_token_limit_ends_with_one_line(
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path
+) -> None:
+    keyed = KeyedResponder(boolq_answers, "role")
+
+    def respond(body: dict[str, Any]) -> Reply:
+        # At medium effort the model thinks past a 12-token limit, inside its thinking.
+        if body["reasoning_effort"] == "high":
+            return Reply(keyed(body), reasoning="Short thought.")
+        return Reply(keyed(body), reasoning=f"{THINKING} {THINKING}")
+
+    fake = FakeOpenAI(respond)
+    with serving(fake.app()) as server:
+        out = tmp_path / "run"
+        result = run_hpt(
+            "run", "--dataset", "boolq", "--model", "openai:test-model", "--base-url",
+            server.base_url, "--data-dir", str(data_dir), "--out", str(out), "--limit", "4",
+            "--strategies", STRATEGIES, "--reasoning-effort", "medium,high",
+            "--max-tokens", "12",
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    cells = _cells(out)
+    medium, high = cells["medium"], cells["high"]
+    # Medium: every attempt cut inside its thinking (3 levels x 4 samples); high: none.
+    assert medium["truncated"] == {"1": 4, "2": 4, "3": 4} and medium["attempts"] == 12
+    assert medium["unresolved"] == 4 and medium["reasoning_tokens"] == 12 * 12
+    assert high["truncated"] == {} and high["attempts"] == 4 and high["hpi"] == 1.0
+    cut = [r for r in _records(out) if r.reasoning_effort == "medium"]
+    assert all(a.truncated == "thinking" and not a.resolved for r in cut for a in r.attempts)
+    lines = [line for line in result.stderr.splitlines() if "--max-tokens" in line]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("hpt: warning: 75% of attempts (12 of 16) were cut off at the "
+                               "token limit (max_tokens 12)")  # fmt: skip
+    assert "the HPI then measures the token budget" in lines[0]
+    # The closing table: thinking tokens and truncations by cell.
+    assert "thinking tokens" in result.stdout and "12 / 12 (L1 4, L2 4, L3 4)" in result.stdout
+
+
+async def test_instruments_ask_without_the_cells_effort(
+    monkeypatch: pytest.MonkeyPatch, boolq_answers: dict[str, str], data_dir: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The extractor and the judge measure every cell alike: the run's settings without the
+    cell's effort. Generated knowledge's knowledge model is part of the climb: the cell's."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    keyed = ByEffort(boolq_answers)
+
+    def respond(body: dict[str, Any]) -> str:
+        if body["messages"][-1]["content"].startswith("Generate"):
+            return "Some background knowledge."
+        if "reasoning_effort" not in body:  # the extractor
+            return "True"
+        return keyed(body)
+
+    fake = FakeOpenAI(respond)
+    with serving(fake.app()) as server:
+        await hpt.evaluate(
+            datasets="boolq", models="openai:test-model", base_url=server.base_url,
+            extractor_model="openai:test-model", limit=2, reasoning_effort=["low", "high"],
+            strategies=["role", "generated_knowledge"], data_dir=data_dir,
+            out=tmp_path / "extract", retry=FAST_RETRY, cache=False,
+        )  # fmt: skip
+    calls = [(r.reasoning_effort, c) for r in _records(tmp_path / "extract")
+             for c in r.all_calls()]  # fmt: skip
+    purposes = Counter(c.purpose.split()[0] for _, c in calls)
+    assert purposes["extract"] > 0 and purposes["knowledge"] > 0
+    for effort, call in calls:
+        assert call.params is not None
+        expected = None if call.purpose == "extract" else effort
+        assert call.params.get("reasoning_effort") == expected, call.purpose
+
+    judged = FakeOpenAI(Scripted())
+    with serving(judged.app()) as server:
+        await hpt.evaluate(
+            datasets="depthqa", models="openai:test-model", base_url=server.base_url,
+            task_args={"depthqa": {"graph": str(write_graph(tmp_path / "graph"))}},
+            reasoning_effort="high", out=tmp_path / "judged", retry=FAST_RETRY, cache=False,
+        )  # fmt: skip
+    bodies = judged.requests
+    judging = [b for b in bodies if b["messages"][0]["content"].startswith("You are a fair judge")]
+    assert judging and all("reasoning_effort" not in b for b in judging)
+    answering = [b for b in bodies if b not in judging]
+    assert answering and all(b["reasoning_effort"] == "high" for b in answering)
+    records = _records(tmp_path / "judged")
+    assert {r.reasoning_effort for r in records} == {"high"}
+    for call in (c for r in records for c in r.all_calls()):
+        assert call.params is not None
+        assert call.params.get("reasoning_effort") == (None if call.purpose == "judge" else "high")
+
+
+async def test_threshold_siblings_climb_together_only_within_one_effort(data_dir: Path) -> None:
+    """A sample's threshold cells read one evaluation and climb as one work item; cells of
+    another effort ask other calls, so they are never in that item."""
+    spec = RunSpec.model_validate(
+        {"dataset": "samsum", "model": "openai:test-model", "base_url": "http://127.0.0.1:9/v1",
+         "threshold": [0.15, 0.2], "reasoning_effort": ["low", "high"], "limit": 3,
+         "strategies": ["role"], "data_dir": data_dir, "penalties": {"samsum": 1.0}}
+    )  # fmt: skip
+    plans = await plan_cells(spec)
+    assert len(plans) == 4
+    for p in plans:
+        p.todo = [(s, 0) for s in p.samples]
+        assert p.params.reasoning_effort == p.cell.reasoning_effort
+    items = _interleave(plans)
+    assert len(items) == 3 * 2
+    for item in items:
+        assert sorted(p.cell.threshold for p, _, _ in item) == [0.15, 0.2]
+        assert len({(p.cell.reasoning_effort, s.id) for p, s, _ in item}) == 1
+
+
+async def test_every_effort_with_every_budget_is_a_cell(
+    monkeypatch: pytest.MonkeyPatch, boolq_answers: dict[str, str], data_dir: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(ByEffort(boolq_answers))
+    with serving(fake.app()) as server:
+        result = await hpt.evaluate(
+            datasets="boolq", models="openai:test-model", base_url=server.base_url, limit=2,
+            reasoning_effort=["high", "low"], thinking_budget=[0, 2048], strategies=["role"],
+            data_dir=data_dir, out=tmp_path / "run", retry=FAST_RETRY,
+        )  # fmt: skip
+    settings = [(s.reasoning_effort, s.thinking_budget) for s in result.summaries]
+    assert settings == [("high", 0), ("high", 2048), ("low", 0), ("low", 2048)]
+    assert [s.cell.label for s in result.summaries][:2] == [
+        "boolq · effort high · thinking 0", "boolq · effort high · thinking 2048"]  # fmt: skip
+    for r in _records(tmp_path / "run"):
+        (call,) = r.all_calls()
+        # vLLM's names for them (a loopback server: reasoning_control auto).
+        assert call.params is not None
+        assert (call.params["reasoning_effort"], call.params["thinking_token_budget"]) == (
+            r.reasoning_effort, r.thinking_budget)  # fmt: skip
+    assert len(fake.requests) == 8
+    generation = json.loads((tmp_path / "run" / "run.json").read_text())["generation"]["boolq"]
+    assert [
+        (e["reasoning_effort"], e["thinking_budget"]) for e in generation["reasoning"]
+    ] == settings

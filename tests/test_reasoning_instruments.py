@@ -199,12 +199,6 @@ def test_the_selector_is_read_by_its_answer_and_a_cut_off_turn_names_no_level(
     assert (second["resolved_level"], second["iteration"], second["hpi_score"]) == (1, 2, 3.0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs hpt/results/records.py (Selection: a turn cut off at the token limit is not "
-    "hallucinated), hpt/graphs/adaptive.py (say so from the completion's finish reason) and "
-    "the tally, which helpers here do not own",
-)
 def test_a_selector_cut_off_while_thinking_did_not_hallucinate(
     data_dir: Path, tmp_path: Path
 ) -> None:
@@ -257,3 +251,4 @@ def test_dspy_reads_the_answer_of_a_reasoning_model(tmp_path: Path) -> None:
     cut = by_n[3]
     assert (cut["resolved"], cut["parsed"], cut["completion"]) == (False, None, None)
     assert {c["finish_reason"] for c in cut["calls"]} == {"length"}
+    assert cut["truncated"] == "thinking" and "truncated" in cut["detail"]

@@ -85,8 +85,9 @@ def build_adaptive(
             return {"selections": [turn]}
         call = Call.of("select", selector_model.name, messages, result)
         level = parse_level(result.text, m, labels)
-        return {"selections": [Selection(iteration=iteration, answer=result.text, level=level,
-                                         call=call)]}  # fmt: skip
+        turn = Selection(iteration=iteration, answer=result.text, level=level, call=call,
+                         truncated=result.truncated)  # fmt: skip
+        return {"selections": [turn]}
 
     async def route(state: LadderState) -> str:  # a coroutine: see hpt.graphs.ladder._outcome
         last: Selection = state["selections"][-1]

@@ -110,7 +110,10 @@ def strategy_node(
         except BackendError as exc:
             outcome = {"error": str(exc)}
         except NoAnswer as exc:
-            outcome = {"detail": str(exc), "alternatives": ctx.alternatives}
+            # A structured strategy cut off at the token limit parses nothing: say why.
+            cut = cut_at(ctx.calls[-1]) if ctx.calls else None
+            detail = str(exc) if cut is None else noted(str(exc), TRUNCATED[cut])
+            outcome = {"detail": detail, "alternatives": ctx.alternatives, "truncated": cut}
         else:
             ctx.notes.update(check.notes)
             cut = truncation(completion, ctx.calls)
@@ -174,9 +177,15 @@ def truncation(completion: str, calls: Sequence[Call]) -> Truncation | None:
     cut off at the token limit: inside its thinking, or its answer; None: it was not, or no
     call wrote it as it stands (a strategy's own composition, such as a vote)."""
     call = next((c for c in reversed(calls) if c.completion == completion), None)
-    if call is None or call.finish_reason not in CUT_OFF:
+    return None if call is None else cut_at(call)
+
+
+def cut_at(call: Call) -> Truncation | None:
+    """Where ``call`` was cut off at the token limit: before any answer (inside its
+    thinking), or inside its answer; None: it was not."""
+    if call.finish_reason not in CUT_OFF:
         return None
-    return "answer" if completion.strip() else "thinking"
+    return "answer" if call.completion.strip() else "thinking"
 
 
 def attempt_ends_climb(last: Attempt) -> bool:

@@ -127,13 +127,19 @@ class Selection(BaseModel):
 
     iteration: int
     answer: str
-    level: int | None  # None: a hallucination (not a valid level) or a failed call
+    # None: a hallucination (not a valid level), a failed call, or a reply cut off before it
+    # named one
+    level: int | None
     call: Call | None = None
     error: str | None = None
+    # The reply was cut off at the token limit (its call says where).
+    truncated: bool = Field(False, exclude_if=lambda cut: not cut)
 
     @property
     def hallucinated(self) -> bool:
-        return self.level is None and self.error is None
+        """The selector named what is no level. A reply cut off before it named any chose
+        nothing: the run's token limit, not the selector, decided that turn."""
+        return self.level is None and self.error is None and not self.truncated
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ take said once at the start, a run cut off at the token limit ending with one li
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections import Counter
@@ -15,14 +16,23 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from rich.console import Console
 
 import hpt
+from hpt.cli.progress import (
+    TRUNCATION_WARNING_SHARE,
+    RichProgress,
+    cells_table,
+    summary_table,
+    truncation_warning,
+)
 from hpt.orchestrator.planning import plan_cells
 from hpt.orchestrator.scheduling import _interleave
 from hpt.orchestrator.spec import RunSpec
 from hpt.results.reader import read_records
-from hpt.results.records import SampleRecord
-from hpt.types import GenerationParams
+from hpt.results.records import Attempt, Call, SampleRecord
+from hpt.results.tally import Summary, Tally
+from hpt.types import GenerationParams, Usage
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI, Reply, ServerThread
@@ -430,3 +440,65 @@ async def test_every_effort_with_every_budget_is_a_cell(
     assert [
         (e["reasoning_effort"], e["thinking_budget"]) for e in generation["reasoning"]
     ] == settings
+
+
+def _summary(**extra: Any) -> Summary:
+    fields: dict[str, Any] = dict(
+        dataset="gsm8k", model="thinker", mode="standard", n=10, samples=10, m=3, penalty=1.0,
+        hpi=2.0, accuracy=0.5, level1_accuracy=0.3, level_counts={1: 3, 2: 2}, unresolved=5,
+        errors=0, calls=25, prompt_tokens=1000, completion_tokens=900, attempts=25,
+    )  # fmt: skip
+    return Summary.model_validate({**fields, **extra})
+
+
+def _lines(table: Any) -> list[str]:
+    out = io.StringIO()
+    Console(file=out, force_terminal=False, width=200).print(table)
+    return [" ".join(x.replace("│", " ").split()) for x in out.getvalue().splitlines()]
+
+
+def test_the_tables_and_the_live_view_show_thinking_and_truncation(tmp_path: Path) -> None:
+    cut = _summary(reasoning_effort="high", reasoning_tokens=700, truncated={1: 2, 3: 1})
+    lines = _lines(summary_table(cut))
+    assert "HPF · gsm8k · thinker · effort high" in lines
+    assert "of which thinking (reasoning tokens) 700" in lines
+    assert "cut off at the token limit (attempts) 3 / 25 (L1 2, L3 1)" in lines
+    plain = _lines(summary_table(_summary()))
+    assert not any("thinking" in line or "cut off" in line for line in plain)
+    header = next(line for line in _lines(cells_table([_summary(), _summary()])) if "HPI" in line)
+    assert "thinking" not in header and "truncated" not in header  # no columns where none
+    rows = _lines(cells_table([cut, _summary(reasoning_effort="low")]))
+    assert any(line.startswith("gsm8k thinker standard · effort high") and
+               "700 3 / 25 (L1 2, L3 1)" in line for line in rows), rows  # fmt: skip
+
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, force_terminal=True, width=300))
+    progress.started(RunSpec(dataset="gsm8k"), total=1, out=tmp_path)
+    tally = Tally(dataset="gsm8k", model="thinker", mode="standard", m=1, penalty=1.0,
+                  reasoning_effort="high")  # fmt: skip
+    call = Call(purpose="answer", model="thinker", messages=[], completion="",
+                usage=Usage(prompt_tokens=5, completion_tokens=9, reasoning_tokens=9))  # fmt: skip
+    record = SampleRecord(
+        sample_id="s", dataset="gsm8k", model="thinker", reasoning_effort="high",
+        strategies=["role"], m=1, penalty=1.0, target="4", resolved_level=None, hpi_score=2.0,
+        attempts=[Attempt(level=1, strategy="role", calls=[call], truncated="thinking")],
+    )  # fmt: skip
+    tally.add(record)
+    progress.recorded(record, tally)
+    progress.stop()
+    assert "gsm8k · thinker · standard · effort high: HPI" in out.getvalue()
+    assert "tokens 5+9 (thinking 9)  truncated 1" in out.getvalue()
+
+
+def test_the_truncation_line_comes_from_a_tenth_of_attempts_on() -> None:
+    assert TRUNCATION_WARNING_SHARE == 0.10
+    below = [_summary(truncated={1: 2}, attempts=21)]
+    assert truncation_warning(below, [1024]) is None
+    assert truncation_warning([_summary(attempts=0)], []) is None  # saved before attempts
+    at = [_summary(truncated={1: 1}, attempts=5), _summary(truncated={2: 1}, attempts=15)]
+    line = truncation_warning(at, [1024, 2048, 1024])
+    assert line == (
+        "10% of attempts (2 of 20) were cut off at the token limit (max_tokens 1024, 2048); "
+        "each counts as unresolved, so the HPI then measures the token budget, not the model: "
+        "raise --max-tokens"
+    )

@@ -3,6 +3,15 @@
 It validates requests the way the real API does (auth header, JSON body, field types and
 ranges, unknown fields rejected), answers with schema-shaped bodies and OpenAI-style error
 objects, and can inject faults. What it answers is decided by a ``responder`` callable.
+
+Reasoning, as the real services speak it (opt-in: a responder that returns a ``Reply``):
+the thinking comes back in vLLM's ``reasoning`` field, llama.cpp's ``reasoning_content`` or
+inline ``<think>`` tags (``reasoning_format``), counted in
+``usage.completion_tokens_details.reasoning_tokens``, and the reply is cut at the token limit
+(thinking first, since it counts toward it) with finish_reason "length". With
+``openai_rules``, model ids of ``OPENAI_MODELS`` are answered as api.openai.com answers them:
+a reasoning model's thinking is counted but never returned, and what it refuses (temperature,
+top_p, logprobs, max_tokens, an effort it does not take) gets OpenAI's own 400 body.
 """
 
 from __future__ import annotations
@@ -14,33 +23,116 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
 from tests.servers import faults as fault_kinds
 
-Responder = Callable[[dict[str, Any]], str]
 
-KNOWN_FIELDS = {
+@dataclass(frozen=True)
+class Reply:
+    """A reasoning model's reply: its thinking apart from its answer."""
+
+    text: str
+    reasoning: str | None = None
+
+
+Responder = Callable[[dict[str, Any]], "str | Reply"]
+ReasoningFormat = Literal["reasoning", "reasoning_content", "inline"]
+
+OPENAI_FIELDS = {
     "model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "n",
     "stop", "seed", "logprobs", "top_logprobs", "stream", "presence_penalty",
-    "frequency_penalty", "user", "response_format",
-    # Accepted by vLLM, llama.cpp and most compatible servers (not by api.openai.com).
-    "repetition_penalty",
+    "frequency_penalty", "user", "response_format", "reasoning_effort",
 }  # fmt: skip
+# Accepted by vLLM, llama.cpp and most compatible servers (not by api.openai.com);
+# repeat_penalty is llama.cpp's name, thinking_token_budget vLLM's.
+OPEN_SERVER_FIELDS = {
+    "repetition_penalty", "repeat_penalty", "chat_template_kwargs", "thinking_token_budget",
+}  # fmt: skip
+KNOWN_FIELDS = OPENAI_FIELDS | OPEN_SERVER_FIELDS
+# The SDK's ReasoningEffort (openai/types/shared/reasoning_effort.py).
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
-def _error(status: int, message: str, kind: str, param: str | None = None) -> web.Response:
-    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
+@dataclass(frozen=True)
+class OpenAIModel:
+    """How api.openai.com treats a model: the effort values of each (as hpt's sources
+    list them, hpt.backends.openai_reasoning), and what its reasoning models refuse."""
+
+    efforts: tuple[str, ...] = ()  # the reasoning_effort values it takes; () refuses the field
+    default_effort: str | None = None  # None: not a reasoning model
+    sampling_at_none: bool = False  # takes temperature, top_p, logprobs at effort "none"
+
+
+_LOW_HIGH = ("low", "medium", "high")
+OPENAI_MODELS = {
+    "gpt-4o": OpenAIModel(),
+    "gpt-4.1": OpenAIModel(),
+    "gpt-5-chat-latest": OpenAIModel(),
+    "o3-mini": OpenAIModel(_LOW_HIGH, "medium"),
+    "o1-mini": OpenAIModel((), "medium"),
+    "gpt-5": OpenAIModel(("minimal", *_LOW_HIGH), "medium"),
+    "gpt-5-pro": OpenAIModel(("high",), "high"),
+    "gpt-5.1": OpenAIModel(("none", *_LOW_HIGH), "none", sampling_at_none=True),
+    "gpt-5.1-chat-latest": OpenAIModel(("medium",), "medium"),
+    "gpt-5.6-sol": OpenAIModel(("none", *_LOW_HIGH, "xhigh", "max"), "medium", True),
+    "gpt-6-astra": OpenAIModel((*_LOW_HIGH, "xhigh", "max"), "medium"),
+    # A model newer than hpt's table.
+    "gpt-7": OpenAIModel(("none", *_LOW_HIGH, "xhigh", "max"), "medium", True),
+}
+
+
+def _error(
+    status: int, message: str, kind: str, param: str | None = None, code: str | None = None
+) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return web.json_response(body, status=status)
 
 
-def validate(body: Any) -> str | None:
+def _unsupported_parameter(name: str, extra: str = "") -> web.Response:
+    return _error(400, f"Unsupported parameter: '{name}' is not supported with this model.{extra}",
+                  "invalid_request_error", name, "unsupported_parameter")  # fmt: skip
+
+
+def openai_refusal(body: dict[str, Any], model: OpenAIModel) -> web.Response | None:
+    """api.openai.com's 400 for what ``model`` does not take in ``body``, if anything (the
+    texts reported from the API: https://github.com/gabrii/Cursor-Azure-GPT-5/issues/33
+    (temperature), https://github.com/openai/openai-agents-python/issues/2089 (an effort),
+    https://wiki.engram.work/05-knowledge-base/gpt-5.1-chat-api-parameters-fix.html
+    (max_tokens), https://github.com/BoundaryML/baml/pull/2708 (an unsupported parameter))."""
+    effort = body.get("reasoning_effort")
+    if model.default_effort is None:
+        return _unsupported_parameter("reasoning_effort") if effort is not None else None
+    if effort is not None and effort not in model.efforts:
+        if not model.efforts:
+            return _unsupported_parameter("reasoning_effort")
+        values = [f"'{e}'" for e in model.efforts]
+        listed = values[0] if len(values) == 1 else f"{', '.join(values[:-1])}, and {values[-1]}"
+        return _error(400, f"Unsupported value: '{effort}' is not supported with the "
+                      f"'{body['model']}' model. Supported values are: {listed}.",
+                      "invalid_request_error", "reasoning_effort", "unsupported_value")  # fmt: skip
+    if "max_tokens" in body:
+        return _unsupported_parameter("max_tokens", " Use 'max_completion_tokens' instead.")
+    at_none = model.sampling_at_none and (effort or model.default_effort) == "none"
+    if at_none:
+        return None
+    for name in ("temperature", "top_p"):
+        if name in body and body[name] != 1:
+            return _error(400, f"Unsupported value: '{name}' does not support {body[name]} with "
+                          "this model. Only the default (1) value is supported.",
+                          "invalid_request_error", name, "unsupported_value")  # fmt: skip
+    if body.get("logprobs"):
+        return _unsupported_parameter("logprobs")
+    return None
+
+
+def validate(body: Any, known: set[str] = KNOWN_FIELDS) -> str | None:
     """None if ``body`` is a valid chat-completions request, else what is wrong."""
     if not isinstance(body, dict):
         return "request body must be a JSON object"
-    unknown = sorted(set(body) - KNOWN_FIELDS)
+    unknown = sorted(set(body) - known)
     if unknown:
         return f"Unrecognized request argument supplied: {unknown[0]}"
     if not isinstance(body.get("model"), str) or not body["model"]:
@@ -66,10 +158,19 @@ def validate(body: Any) -> str | None:
             and lo <= body[key] <= hi
         ):
             return f"{key} must be a number in [{lo}, {hi}]"
-    if "max_tokens" in body and not (
-        isinstance(body["max_tokens"], int) and body["max_tokens"] >= 1
-    ):
-        return "max_tokens must be a positive integer"
+    for key in ("max_tokens", "max_completion_tokens"):
+        if key in body and not (isinstance(body[key], int) and body[key] >= 1):
+            return f"{key} must be a positive integer"
+    if "reasoning_effort" in body and body["reasoning_effort"] not in EFFORTS:
+        return f"Invalid value: {body['reasoning_effort']!r}. Supported values are: " + ", ".join(
+            f"'{e}'" for e in EFFORTS
+        )
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        return "chat_template_kwargs must be an object"
+    budget = body.get("thinking_token_budget")
+    if budget is not None and not (isinstance(budget, int) and budget >= 0):
+        return "thinking_token_budget must be a non-negative integer"
     if body.get("stream"):
         return "this test server does not stream"
     return None
@@ -91,6 +192,15 @@ class FakeOpenAI:
     # when the server had no such route.
     embedder: Callable[[str], list[float]] | None = None
     embedding_requests: list[dict[str, Any]] = field(default_factory=list)
+    # How a Reply's thinking comes back: vLLM's ``reasoning`` field, ``reasoning_content``
+    # (llama.cpp's server with --reasoning-format deepseek, vLLM before 0.16), or inline tags
+    # in the content (a server without a reasoning parser).
+    reasoning_format: ReasoningFormat = "reasoning"
+    # Report usage.completion_tokens_details.reasoning_tokens (vLLM does with a reasoning
+    # parser; llama.cpp's server does not).
+    counts_reasoning: bool = True
+    # Answer OPENAI_MODELS' ids as api.openai.com does; refuse open servers' own fields.
+    openai_rules: bool = False
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -170,13 +280,18 @@ class FakeOpenAI:
         body = await self._json_body(request)
         if isinstance(body, web.Response):
             return body
-        problem = validate(body)
+        problem = validate(body, OPENAI_FIELDS if self.openai_rules else KNOWN_FIELDS)
         if problem:
             return _error(400, problem, "invalid_request_error")
         if body["model"] not in self.model_ids:
             return _error(
                 404, f"The model `{body['model']}` does not exist", "invalid_request_error", "model"
             )
+        openai_model = OPENAI_MODELS.get(body["model"]) if self.openai_rules else None
+        if openai_model is not None:
+            refused = openai_refusal(body, openai_model)
+            if refused is not None:
+                return refused
         with self._lock:
             fault = self.faults.pop(0) if self.faults else None
             if self.record_requests:
@@ -190,13 +305,20 @@ class FakeOpenAI:
             return failed
         with self._lock:
             self.served += 1
-        text = self.responder(body)
-        words = len(text.split())
+        reply = self.responder(body)
+        if isinstance(reply, Reply):
+            if openai_model is not None and openai_model.default_effort is None:
+                reply = Reply(reply.text)  # a model that does not reason
+            text, message, finish, usage = self._reasoned(body, reply, openai_model is not None)
+        else:
+            text, finish = reply, "stop"
+            message = {"role": "assistant", "content": text}
+            usage = {"completion_tokens": len(text.split())}
         prompt_words = sum(len(m["content"].split()) for m in body["messages"])
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": "stop",
+            "message": message,
+            "finish_reason": finish,
             "logprobs": None,
         }
         if body.get("logprobs"):
@@ -216,11 +338,48 @@ class FakeOpenAI:
                 "choices": [choice],
                 "usage": {
                     "prompt_tokens": prompt_words,
-                    "completion_tokens": words,
-                    "total_tokens": prompt_words + words,
+                    **usage,
+                    "total_tokens": prompt_words + usage["completion_tokens"],
                 },
             }
         )
+
+    def _reasoned(
+        self, body: dict[str, Any], reply: Reply, hidden: bool
+    ) -> tuple[str, dict[str, Any], str, dict[str, Any]]:
+        """A reasoning reply as sent: (answer, message, finish_reason, usage). One word is
+        one token; thinking comes first and counts toward the limit (max_completion_tokens bounds both), so a reply
+        cut inside it has no answer and no closing tag. ``hidden``: OpenAI's models return
+        only the thinking's token count (their chat message has no reasoning field), 0 for
+        those that do not reason."""
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        thought, answer = (reply.reasoning or "").split(), reply.text.split()
+        text, reasoning, finish = reply.text, reply.reasoning, "stop"
+        closed = True
+        if limit is not None and len(thought) + len(answer) > limit:
+            finish, closed = "length", limit > len(thought)
+            thought, answer = thought[:limit], answer[: max(0, limit - len(thought))]
+            text = " ".join(answer)
+            reasoning = " ".join(thought) if reply.reasoning is not None else None
+        usage: dict[str, Any] = {"completion_tokens": len(thought) + len(answer)}
+        counted = hidden or (self.counts_reasoning and self.reasoning_format != "inline")
+        if counted:
+            usage["completion_tokens_details"] = {
+                "accepted_prediction_tokens": 0, "audio_tokens": 0,
+                "reasoning_tokens": len(thought), "rejected_prediction_tokens": 0,
+            }  # fmt: skip
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if hidden or reasoning is None:
+            return text, message, finish, usage
+        if self.reasoning_format == "inline":
+            message["content"] = (
+                f"<think>\n{reasoning}\n</think>\n\n{text}" if closed else f"<think>\n{reasoning}"
+            )
+        elif self.reasoning_format == "reasoning":
+            message.update(content=text or None, reasoning=reasoning)  # vLLM: null content
+        else:
+            message["reasoning_content"] = reasoning
+        return text, message, finish, usage
 
 
 class ServerThread:

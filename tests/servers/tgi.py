@@ -5,6 +5,10 @@ plus the router's own validation rules that the schema cannot express (top_p bel
 budgets from /info); every body it sends is checked against the spec too, and a mismatch is
 recorded in ``violations`` for the test to assert on. Errors use TGI's ``ErrorResponse``
 shape: 422 validation, 424 generation, 429 overloaded, 500 incomplete generation.
+
+TGI has no reasoning parser: a reasoning model's thinking is part of the text it returns
+(a responder's reply, ``<think>`` tags and all). With ``cuts_at_limit`` the reply is cut at
+``max_tokens`` / ``max_new_tokens`` (a word a token) with finish_reason "length", as TGI cuts.
 """
 
 from __future__ import annotations
@@ -115,6 +119,9 @@ class FakeTGI:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     record_requests: bool = True
+    # Cut replies at the request's token limit (opt-in: older tests ask for more words than
+    # their small limits).
+    cuts_at_limit: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def app(self) -> web.Application:
@@ -199,6 +206,13 @@ class FakeTGI:
             await asyncio.sleep(self.delay_s)
         return resp
 
+    def _cut(self, text: str, limit: int | None) -> tuple[str, bool]:
+        """``text`` within ``limit`` tokens (words), and whether it was cut."""
+        words = text.split()
+        if not self.cuts_at_limit or limit is None or len(words) <= limit:
+            return text, False
+        return " ".join(words[:limit]), True
+
     # -- routes --------------------------------------------------------------------------
     async def _info(self, request: web.Request) -> web.Response:
         body = {
@@ -226,12 +240,13 @@ class FakeTGI:
         return web.json_response({"error": "unhealthy", "error_type": "healthcheck"}, status=503)
 
     def _generated(self, inputs: str, p: dict[str, Any]) -> dict[str, Any]:
-        text = self.responder({"messages": [{"role": "user", "content": inputs}]})
+        reply = self.responder({"messages": [{"role": "user", "content": inputs}]})
+        text, cut = self._cut(reply, p.get("max_new_tokens"))
         words = text.split()
         details: dict[str, Any] | None = None
         if p.get("details", True):
             details = {
-                "finish_reason": "eos_token",
+                "finish_reason": "length" if cut else "eos_token",
                 "generated_tokens": len(words),
                 "prefill": [
                     {"id": i, "text": w, "logprob": None if i == 0 else -1.0}
@@ -287,12 +302,12 @@ class FakeTGI:
         fault = await self._fault(request, path)
         if fault is not None:
             return fault
-        text = self.responder(body)
+        text, cut = self._cut(self.responder(body), body.get("max_tokens"))
         n_in, n_out = len(prompt.split()), len(text.split())
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": text},
-            "finish_reason": "stop",
+            "finish_reason": "length" if cut else "stop",
             "logprobs": None,
         }
         if body.get("logprobs"):

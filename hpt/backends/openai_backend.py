@@ -20,17 +20,20 @@ from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_protocol import (
     chat_body,
     chat_fields,
+    chat_notes,
     chat_params,
     classify_status,
     parse_chat_completion,
     short,
 )
+from hpt.backends.openai_reasoning import ReasoningControl
 from hpt.backends.secrets import remember_secret
 from hpt.backends.urls import split_query
 
 
 class OpenAITransport:
-    """``/v1/chat/completions``. ``repetition_penalty_field``: "auto" guesses from the host."""
+    """``/v1/chat/completions``. ``repetition_penalty_field``: "auto" guesses from the host;
+    ``reasoning_control``: how the server takes reasoning settings (openai_reasoning)."""
 
     provider = "openai"
 
@@ -42,6 +45,7 @@ class OpenAITransport:
         api_key: str | None = None,
         timeout_s: float = 600.0,
         repetition_penalty_field: str | None = "auto",
+        reasoning_control: ReasoningControl = "auto",
         provider: str = "openai",
     ) -> None:
         try:
@@ -67,15 +71,22 @@ class OpenAITransport:
         self.provider = provider
         self.model = model
         self.endpoint = str(self._client.base_url)
-        self._fields = chat_fields(model, self.endpoint, repetition_penalty_field)
+        self._fields = chat_fields(
+            model, self.endpoint, repetition_penalty_field, reasoning_control
+        )
 
     @property
     def suggested_concurrency(self) -> int | None:
         return None
 
     def sent_params(self, params: GenerationParams) -> dict[str, Any]:
-        """The generation parameters a request with ``params`` sends."""
+        """The generation parameters a request with ``params`` sends (``SettingRefused`` for
+        a reasoning setting the model cannot take)."""
         return chat_params(params, self._fields)
+
+    def param_notes(self, params: GenerationParams) -> list[str]:
+        """Each of ``params`` sent otherwise than asked, and why."""
+        return chat_notes(params, self._fields)
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         sent = self.sent_params(params)

@@ -20,11 +20,13 @@ from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_protocol import (
     chat_body,
     chat_fields,
+    chat_notes,
     chat_params,
     classify_status,
     parse_chat_completion,
     short,
 )
+from hpt.backends.openai_reasoning import ReasoningControl
 from hpt.backends.secrets import remember_secret
 from hpt.backends.urls import join_route
 
@@ -38,6 +40,7 @@ class LeanOpenAITransport:
         api_key: str | None,
         timeout_s: float = 600.0,
         repetition_penalty_field: str | None = "auto",
+        reasoning_control: ReasoningControl = "auto",
         provider: str = "openai",
     ) -> None:
         if api_key:
@@ -51,7 +54,9 @@ class LeanOpenAITransport:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
-        self._fields = chat_fields(model, self.endpoint, repetition_penalty_field)
+        self._fields = chat_fields(
+            model, self.endpoint, repetition_penalty_field, reasoning_control
+        )
 
     @property
     def suggested_concurrency(self) -> int | None:
@@ -67,8 +72,13 @@ class LeanOpenAITransport:
         return self._session
 
     def sent_params(self, params: GenerationParams) -> dict[str, Any]:
-        """The generation parameters a request with ``params`` sends."""
+        """The generation parameters a request with ``params`` sends (``SettingRefused`` for
+        a reasoning setting the model cannot take)."""
         return chat_params(params, self._fields)
+
+    def param_notes(self, params: GenerationParams) -> list[str]:
+        """Each of ``params`` sent otherwise than asked, and why."""
+        return chat_notes(params, self._fields)
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         sent = self.sent_params(params)

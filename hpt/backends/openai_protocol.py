@@ -4,7 +4,6 @@ client. Imports no SDK: importing ``openai`` alone costs most of a second."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -13,6 +12,7 @@ from pydantic_core import from_json
 
 from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import BackendError, FatalBackendError, TransientError
+from hpt.backends.openai_reasoning import ReasoningControl, ReasoningRules, reasoning_rules
 from hpt.backends.ratelimit_headers import wait_from_headers
 from hpt.backends.secrets import redact
 
@@ -58,31 +58,39 @@ def resolve_penalty_field(setting: str | None, base_url: str) -> str | None:
     return None if is_openai_host(base_url) else "repetition_penalty"
 
 
-# OpenAI's reasoning models: the o-series and gpt-5 (not its "-chat" models) take only the
-# default temperature and top_p, and max_completion_tokens rather than max_tokens.
-_REASONING = re.compile(r"(o\d|gpt-5)")
-
-
 @dataclass(frozen=True)
 class ChatFields:
     """Which generation parameters a chat-completions server is sent, under what names."""
 
     penalty: str | None  # the repetition penalty's field; None: not sent
-    sampling: bool = True  # temperature and top_p
+    rules: ReasoningRules  # reasoning settings, and what a reasoning model refuses
+    openai_host: bool
+    sampling: bool  # temperature, top_p and logprobs, whatever the effort (rules.sampling)
+    # OpenAI's reasoning models take max_completion_tokens, the limit on visible and reasoning
+    # tokens together, and refuse max_tokens (SDK: openai/types/chat/completion_create_params.py)
     max_tokens: str = "max_tokens"
 
 
-def chat_fields(model: str, base_url: str, penalty_setting: str | None) -> ChatFields:
+def chat_fields(
+    model: str,
+    base_url: str,
+    penalty_setting: str | None,
+    reasoning_control: ReasoningControl = "auto",
+) -> ChatFields:
+    openai_host = is_openai_host(base_url)
     penalty = resolve_penalty_field(penalty_setting, base_url)
-    if is_openai_host(base_url) and _REASONING.match(model) and "-chat" not in model:
-        return ChatFields(penalty, sampling=False, max_tokens="max_completion_tokens")
-    return ChatFields(penalty)
+    rules = reasoning_rules(model, reasoning_control, openai_host)
+    limit = "max_tokens" if rules.sampling else "max_completion_tokens"
+    return ChatFields(penalty, rules, openai_host, rules.sampling, limit)
 
 
 def chat_params(params: GenerationParams, fields: ChatFields) -> dict[str, Any]:
-    """The generation parameters of a chat-completions request, as sent."""
+    """The generation parameters of a chat-completions request, as sent (``SettingRefused``
+    for a reasoning setting the model cannot take)."""
     sent: dict[str, Any] = {}
-    if fields.sampling:
+    reasoning = params.reasoning_effort is not None or params.thinking_budget is not None
+    sampling = fields.sampling or (reasoning and fields.rules.sampling_at(params))
+    if sampling:
         sent["temperature"] = params.temperature
         sent["top_p"] = params.top_p
     sent[fields.max_tokens] = params.max_tokens
@@ -90,11 +98,27 @@ def chat_params(params: GenerationParams, fields: ChatFields) -> dict[str, Any]:
         sent["seed"] = params.seed
     if params.stop:
         sent["stop"] = params.stop
-    if params.logprobs:
+    if params.logprobs and sampling:
         sent["logprobs"] = True
     if fields.penalty and params.repetition_penalty is not None:
         sent[fields.penalty] = params.repetition_penalty
+    if reasoning:
+        sent.update(fields.rules.fields(params))
     return sent
+
+
+def chat_notes(params: GenerationParams, fields: ChatFields) -> list[str]:
+    """One sentence for each of ``params`` a request sends otherwise than asked, and why."""
+    notes = fields.rules.notes(params)
+    penalty = params.repetition_penalty
+    if fields.penalty is None and penalty is not None and penalty != 1.0:
+        why = (
+            "OpenAI's API has no multiplicative repetition penalty"
+            if fields.openai_host
+            else "this model's repetition_penalty_field is unset (its server takes none)"
+        )
+        notes.append(f"repetition_penalty {penalty:g} not sent: {why}")
+    return notes
 
 
 def chat_body(model: str, messages: list[Message], sent: dict[str, Any]) -> dict[str, Any]:
@@ -122,27 +146,39 @@ def _from_json(raw: bytes) -> Any:
 
 def parse_chat_completion(raw: bytes, sent: dict[str, Any] | None = None) -> Completion:
     """Read an OpenAI-shaped chat completion (``sent``: the request's generation parameters,
-    which it reports); a body of another shape is a transient fault."""
+    which it reports); a body of another shape is a transient fault.
+
+    The thinking a server returns apart goes to ``reasoning``: vLLM's ``reasoning`` field, or
+    ``reasoning_content`` (llama.cpp's server, and vLLM before it renamed the field:
+    https://docs.vllm.ai/en/stable/features/reasoning_outputs/). Inline ``<think>`` text
+    stays in the content; the backend sets it apart. OpenAI itself returns no thinking here,
+    only its count, ``usage.completion_tokens_details.reasoning_tokens``."""
     try:
         data = _from_json(raw)
         choice = data["choices"][0]
         message = choice["message"]
         text = message.get("content") or ""
-        if not isinstance(text, str):
-            raise TypeError("content is not a string")
+        reasoning = message.get("reasoning") or message.get("reasoning_content") or None
+        if not isinstance(text, str) or (reasoning is not None and not isinstance(reasoning, str)):
+            raise TypeError("content or reasoning is not a string")
         logprobs = None
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and lp.get("content"):
             logprobs = [float(t["logprob"]) for t in lp["content"]]
         usage = data.get("usage") or {}
+        counts = {
+            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "completion_tokens": int(usage.get("completion_tokens") or 0),
+        }
+        details = usage.get("completion_tokens_details")
+        if details and details.get("reasoning_tokens") is not None:
+            counts["reasoning_tokens"] = int(details["reasoning_tokens"])
         # One validation of the whole (nested) completion: cheaper than building each part.
         return Completion.model_validate({
             "text": text,
+            "reasoning": reasoning,
             "finish_reason": choice.get("finish_reason"),
-            "usage": {
-                "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-                "completion_tokens": int(usage.get("completion_tokens") or 0),
-            },
+            "usage": counts,
             "logprobs": logprobs,
             "params": sent,
         })  # fmt: skip

@@ -7,6 +7,7 @@ from typing import Literal
 
 from hpt.backends.errors import FatalBackendError
 from hpt.backends.managed import Transport
+from hpt.backends.openai_reasoning import ReasoningControl
 from hpt.backends.providers import ModelConfig, SimpleProvider, UnknownModelSpecError, api_key
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
@@ -17,6 +18,13 @@ class OpenAIConfig(ModelConfig):
     model: str
     # The body field for a repetition penalty ("auto": by host)
     repetition_penalty_field: str | None = "auto"
+    # How the server takes --reasoning-effort and --thinking-budget: "auto" (OpenAI's rules by
+    # model on api.openai.com, "reasoning_effort" elsewhere), "openai" (OpenAI's rules on any
+    # host: Azure OpenAI, a proxy), "reasoning_effort" (vLLM, llama.cpp: a top-level
+    # reasoning_effort, a budget as vLLM's thinking_token_budget), "chat_template_kwargs"
+    # (enable_thinking on or off, as Qwen3's template takes it), "none" (no reasoning
+    # settings). Each is explained in hpt.backends.openai_reasoning.
+    reasoning_control: ReasoningControl = "auto"
     # The official SDK, or hpt's lean aiohttp client ("auto": the SDK for api.openai.com,
     # the lean client for self-hosted servers, where call rates are high)
     client: Literal["auto", "sdk", "aiohttp"] = "auto"
@@ -53,6 +61,7 @@ class OpenAIProvider(SimpleProvider):
                 api_key=key,
                 timeout_s=config.timeout_s,
                 repetition_penalty_field=config.repetition_penalty_field,
+                reasoning_control=config.reasoning_control,
             )
         from hpt.backends.openai_backend import OpenAITransport
 
@@ -62,4 +71,5 @@ class OpenAIProvider(SimpleProvider):
             api_key=key,
             timeout_s=config.timeout_s,
             repetition_penalty_field=config.repetition_penalty_field,
+            reasoning_control=config.reasoning_control,
         )

@@ -26,7 +26,7 @@ from huggingface_hub.errors import (
 )
 
 from hpt.backends.base import Completion, GenerationParams, Message, Usage
-from hpt.backends.errors import BackendError, FatalBackendError, TransientError
+from hpt.backends.errors import BackendError, FatalBackendError, SettingRefused, TransientError
 from hpt.backends.openai_protocol import short
 from hpt.backends.ratelimit_headers import wait_from_headers
 from hpt.backends.secrets import remember_secret
@@ -134,6 +134,13 @@ class InferenceClientTransport:
     provider: str
     model: str
     endpoint: str
+    # Why a reasoning effort or thinking budget is refused: TGI's chat and generate APIs have
+    # no field for either (specs/tgi-openapi.json: ChatRequest, GenerateParameters); a
+    # reasoning model's inline thinking comes back in the text, which the backend sets apart.
+    no_reasoning = (
+        "the chat API of TGI and the Hugging Face router has no reasoning controls (no "
+        "reasoning effort or thinking budget field)"
+    )
 
     def __init__(self, client: AsyncInferenceClient, *, token: str | None) -> None:
         if token:
@@ -170,7 +177,16 @@ class InferenceClientTransport:
         stops = list(params.stop or [])
         return (stops[: self._stop_limit()] or None), stops
 
+    def _refuse_reasoning(self, params: GenerationParams) -> None:
+        if params.reasoning_effort is not None or params.thinking_budget is not None:
+            raise SettingRefused(
+                f"{self.model}: {self.no_reasoning}; drop --reasoning-effort and "
+                "--thinking-budget, or serve the model with vLLM or llama.cpp and evaluate it "
+                "as openai:MODEL with --base-url"
+            )
+
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
+        self._refuse_reasoning(params)
         max_new = self._max_new(params)
         # Up to two re-sends: once for the subclass's fix (TGI: /generate), once to shrink
         # max_new_tokens.
@@ -194,8 +210,19 @@ class InferenceClientTransport:
 
     def sent_params(self, params: GenerationParams) -> dict[str, Any]:
         """The generation parameters a request with ``params`` sends (before any re-send
-        with a smaller ``max_new_tokens``)."""
+        with a smaller ``max_new_tokens``); ``SettingRefused`` for a reasoning setting."""
+        self._refuse_reasoning(params)
         return self._chat_params(params, self._max_new(params))
+
+    def param_notes(self, params: GenerationParams) -> list[str]:
+        """Each of ``params`` the chat route sends otherwise than asked, and why."""
+        penalty = params.repetition_penalty
+        if penalty is None or penalty == 1.0:
+            return []
+        return [
+            f"repetition_penalty {penalty:g} not sent: the chat API of TGI and the Hugging "
+            "Face router has no repetition penalty (TGI's /generate has)"
+        ]
 
     def _chat_params(self, params: GenerationParams, max_new: int) -> dict[str, Any]:
         # The chat route maps temperature 0 to greedy decoding itself. It has no repetition

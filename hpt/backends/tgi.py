@@ -54,9 +54,14 @@ def plain_prompt(messages: list[Message]) -> str:
 
 class TGITransport(InferenceClientTransport):
     """One TGI server. ``api``: "chat", "generate", or "auto" (chat, falling back to
-    ``/generate`` once the server says it has no chat template)."""
+    ``/generate`` once the server says it has no chat template).
+
+    TGI has no reasoning parser and no reasoning field (specs/tgi-openapi.json): a reasoning
+    model's thinking comes back inline, ``<think>...</think>`` in the text, on either route,
+    and the backend sets it apart; a cut at the token limit says "length" on both."""
 
     provider = "tgi"
+    no_reasoning = "TGI's API has no reasoning controls (no reasoning effort or thinking budget)"
 
     def __init__(
         self,
@@ -151,8 +156,19 @@ class TGITransport(InferenceClientTransport):
 
     def sent_params(self, params: GenerationParams) -> dict[str, Any]:
         if self._api == "generate":
+            self._refuse_reasoning(params)
             return self._generate_params(params, self._max_new(params))
         return super().sent_params(params)
+
+    def param_notes(self, params: GenerationParams) -> list[str]:
+        notes = [] if self._api == "generate" else super().param_notes(params)
+        max_new = self._max_new(params)
+        if self.info is not None and max_new != params.max_tokens:
+            notes.append(
+                f"max_tokens {params.max_tokens} sent as {max_new}: the server's "
+                f"max_total_tokens is {self.info.max_total_tokens}"
+            )
+        return notes
 
     def _generate_params(self, params: GenerationParams, max_new: int) -> dict[str, Any]:
         server_stops, _ = self._stops(params)

@@ -33,6 +33,7 @@ from hpt.backends import (  # noqa: E402
     Message,
     ModelConfig,
     ResponseCache,
+    model_config_from,
     open_backend,
 )
 
@@ -45,12 +46,13 @@ def config(provider: str, port: int) -> ModelConfig:
     root = f"http://127.0.0.1:{port}"
     if provider in ("openai", "openai-sdk"):
         client = "sdk" if provider == "openai-sdk" else "aiohttp"
-        return ModelConfig(provider="openai", model="bench-model", endpoints=[f"{root}/v1"],
-                           max_concurrency=CONCURRENCY, client=client)  # fmt: skip
+        return model_config_from({"provider": "openai", "model": "bench-model",
+                                  "endpoints": [f"{root}/v1"], "max_concurrency": CONCURRENCY,
+                                  "client": client})  # fmt: skip
     if provider == "anthropic":
-        return ModelConfig(provider="anthropic", model="bench-model", endpoints=[root],
-                           max_concurrency=CONCURRENCY)  # fmt: skip
-    return ModelConfig(provider="tgi", endpoints=[f"{root}/tgi"], api="chat")
+        return model_config_from({"provider": "anthropic", "model": "bench-model",
+                                  "endpoints": [root], "max_concurrency": CONCURRENCY})  # fmt: skip
+    return model_config_from({"provider": "tgi", "endpoints": [f"{root}/tgi"], "api": "chat"})
 
 
 async def drive(provider: str, port: int, calls: int, warmup: int) -> dict[str, Any]:

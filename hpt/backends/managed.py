@@ -205,7 +205,8 @@ class ManagedBackend:
             ) from exc
         except FatalBackendError as exc:
             self.stats.errors += 1
-            raise FatalBackendError(redact(f"{self.name}: {exc}")) from exc
+            # Its kind stays (SettingRefused is one): callers may tell them apart.
+            raise type(exc)(redact(f"{self.name}: {exc}")) from exc
         except BackendError as exc:
             self.stats.errors += 1
             raise BackendError(redact(f"{self.name}: {exc}")) from exc

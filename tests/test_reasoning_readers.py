@@ -311,11 +311,16 @@ def test_a_reader_reads_the_answer_not_the_thinking(
             assert attempt["completion"] == "" and call["finish_reason"] == "length", where
             assert attempt["parsed"] is None, where
             assert call["reasoning"] == reply.text.removeprefix("<think>").strip(), where
-            assert "while thinking" in attempt["detail"], where
+            # One reason: the cut, not a reader's account of the empty answer it read.
+            assert attempt["detail"].startswith("truncated: cut off at the token limit while "
+                                                "thinking"), where  # fmt: skip
+            assert "cut off: at the length limit" not in attempt["detail"], where
         else:
             assert (attempt["resolved"], attempt["truncated"]) == (False, "answer"), where
             assert attempt["completion"] == a.right, where
             assert "inside its answer" in attempt["detail"], where
+            # No other reader resolves a cut answer either (GSM8K's strict reader, ...).
+            assert not any(r["resolved"] for r in attempt["alternatives"].values()), where
         if not (case == "forward" or case == "lone_close"):
             assert record["resolved_level"] is None, where
 
@@ -400,3 +405,20 @@ def test_a_climb_passes_levels_whose_thinking_alone_was_right(
         assert first["parsed"] == str(int(record["target"]) + 7) and not first["resolved"]
         assert (second["truncated"], second["parsed"]) == ("thinking", None)
         assert third["parsed"] == record["target"] and third["resolved"]
+
+
+def test_a_cut_answer_resolves_for_no_reader(data_dir: Path, tmp_path: Path) -> None:
+    """A reply that states its answer, then rambles until the token limit cuts it: whatever
+    GSM8K's readers read in it, none resolves it, so the strict reader's comparison counts no
+    flip that is only the cut."""
+    _, [sample] = chosen("gsm8k", data_dir, 1)
+    text = f"The answer is {sample.target}.\n#### {sample.target}\nLet me also check that again"
+    with serving(reasoning_app(lambda _: Reply(text, cut=True))) as server:
+        [record] = run(data_dir, tmp_path / "run", "gsm8k", reasoner(server.base_url), limit=1,
+                       strategies=["role"])  # fmt: skip
+    [attempt] = record["attempts"]
+    assert (attempt["resolved"], attempt["truncated"]) == (False, "answer")
+    assert attempt["parsed"] == sample.target and attempt["alternatives"]["strict"]["parsed"]
+    assert not attempt["alternatives"]["strict"]["resolved"]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["cells"][0]["readings"]["strict"]["resolved_flips"] == 0

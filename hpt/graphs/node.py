@@ -117,15 +117,23 @@ def strategy_node(
         else:
             ctx.notes.update(check.notes)
             cut = truncation(completion, ctx.calls)
+            alternatives = {**check.alternatives, **ctx.alternatives}
+            detail = check.detail
+            if cut is not None:
+                # Cut off at the token limit, the answer is unfinished or missing: whatever a
+                # reader reads in it, it did not resolve the sample (no reader's either, or
+                # the readers' comparison would count the cut as their disagreement).
+                alternatives = {k: r.model_copy(update={"resolved": False})
+                                for k, r in alternatives.items()}  # fmt: skip
+                # Cut before any answer, the reader's own reason (it read nothing) says less.
+                detail = TRUNCATED[cut] if cut == "thinking" else noted(detail, TRUNCATED[cut])
             outcome = {
                 "completion": completion,
                 "parsed": check.parsed,
-                # Cut off at the token limit, the answer is unfinished or missing: whatever
-                # it reads, it did not resolve the sample.
                 "resolved": check.resolved and cut is None,
-                "detail": check.detail if cut is None else noted(check.detail, TRUNCATED[cut]),
+                "detail": detail,
                 "score": check.score,
-                "alternatives": {**check.alternatives, **ctx.alternatives},
+                "alternatives": alternatives,
                 "verdict": check.verdict,
                 "truncated": cut,
             }

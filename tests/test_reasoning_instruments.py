@@ -208,6 +208,7 @@ def test_a_selector_cut_off_while_thinking_did_not_hallucinate(
     result, _ = _selector_run(data_dir, tmp_path)
     assert result.summary.selector_turns == 3
     assert result.summary.hallucinations == 0
+    assert result.summary.selector_truncated == 1
 
 
 # -- DSPy's adapter -----------------------------------------------------------------------------

@@ -334,8 +334,11 @@ def test_a_run_cut_off_at_the_token_limit_ends_with_one_line(
     assert all(a.truncated == "thinking" and not a.resolved for r in cut for a in r.attempts)
     lines = [line for line in result.stderr.splitlines() if "--max-tokens" in line]
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("hpt: warning: 75% of attempts (12 of 16) were cut off at the "
-                               "token limit (max_tokens 12)")  # fmt: skip
+    # By cell: the medium cell's share, not the run's (12 of 16).
+    assert lines[0].startswith(
+        "hpt: warning: 100% of attempts in boolq · openai:test-model · standard · effort medium "
+        "(12 of 12) were cut off at the token limit (max_tokens 12);"
+    )
     assert "the HPI then measures the token budget" in lines[0]
     # The closing table: thinking tokens and truncations by cell.
     assert "thinking tokens" in result.stdout and "12 / 12 (L1 4, L2 4, L3 4)" in result.stdout
@@ -490,15 +493,26 @@ def test_the_tables_and_the_live_view_show_thinking_and_truncation(tmp_path: Pat
     assert "tokens 5+9 (thinking 9)  truncated 1" in out.getvalue()
 
 
-def test_the_truncation_line_comes_from_a_tenth_of_attempts_on() -> None:
+def test_the_truncation_line_comes_from_a_tenth_of_a_cells_attempts_on() -> None:
     assert TRUNCATION_WARNING_SHARE == 0.10
     below = [_summary(truncated={1: 2}, attempts=21)]
     assert truncation_warning(below, [1024]) is None
     assert truncation_warning([_summary(attempts=0)], []) is None  # saved before attempts
-    at = [_summary(truncated={1: 1}, attempts=5), _summary(truncated={2: 1}, attempts=15)]
-    line = truncation_warning(at, [1024, 2048, 1024])
+    # A run's total under a tenth hides no cell at a tenth or more.
+    hidden = [_summary(truncated={1: 1}, attempts=5), _summary(dataset="boolq", attempts=95)]
+    line = truncation_warning(hidden, [1024, 2048, 1024])
     assert line == (
-        "10% of attempts (2 of 20) were cut off at the token limit (max_tokens 1024, 2048); "
-        "each counts as unresolved, so the HPI then measures the token budget, not the model: "
-        "raise --max-tokens"
+        "20% of attempts in gsm8k · thinker · standard (1 of 5) were cut off at the token limit "
+        "(max_tokens 1024, 2048); each counts as unresolved, so the HPI then measures the token "
+        "budget, not the model: raise --max-tokens"
+    )
+    # Selector turns cut off before naming a level count with the attempts; the worst cell
+    # is named, and the others counted.
+    cells = [_summary(truncated={1: 1}, attempts=5, mode="adaptive", selector_turns=5,
+                      selector_truncated=3),
+             _summary(dataset="boolq", truncated={1: 2}, attempts=10)]  # fmt: skip
+    line = truncation_warning(cells, [1024])
+    assert line is not None and line.startswith(
+        "40% of attempts and selector turns in gsm8k · thinker · adaptive (4 of 10) were cut "
+        "off at the token limit (max_tokens 1024), and 1 more cell at 10% or more;"
     )

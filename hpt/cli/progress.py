@@ -205,19 +205,27 @@ def _truncated(summary: Summary) -> str:
 
 
 def truncation_warning(summaries: Sequence[Summary], max_tokens: Sequence[int]) -> str | None:
-    """One line when many of a run's attempts were cut off at the token limit (at least
-    ``TRUNCATION_WARNING_SHARE``): a reasoning model thinking within the paper's budget is cut
-    off mid-thought, and what the run then measures is the budget. ``max_tokens``: the limits
-    the cut-off cells asked for."""
-    cut = sum(sum(s.truncated.values()) for s in summaries)
-    made = sum(s.attempts for s in summaries)
-    if not made or cut / made < TRUNCATION_WARNING_SHARE:
+    """One line when a cell had many of its attempts (and selector turns) cut off at the token
+    limit (at least ``TRUNCATION_WARNING_SHARE``): a reasoning model thinking within the
+    paper's budget is cut off mid-thought, and what the cell then measures is the budget. By
+    cell, since one cell badly cut is hidden in a run's total; the line names the worst.
+    ``max_tokens``: the limits the cut-off cells asked for."""
+    high = [(s.truncated_share or 0.0, s) for s in summaries]
+    high = [(share, s) for share, s in high if share >= TRUNCATION_WARNING_SHARE]
+    if not high:
         return None
+    share, worst = max(high, key=lambda pair: pair[0])
+    cut, made = worst.cut_off
+    what = "attempts and selector turns" if worst.selector_turns else "attempts"
+    others = len(high) - 1
+    plural = "s" if others > 1 else ""
+    also = f", and {others} more cell{plural} at {TRUNCATION_WARNING_SHARE:.0%} or more"
+    also = also if others else ""
     limits = f" (max_tokens {', '.join(map(str, sorted(set(max_tokens))))})" if max_tokens else ""
     return (
-        f"{cut / made:.0%} of attempts ({cut} of {made}) were cut off at the token limit"
-        f"{limits}; each counts as unresolved, so the HPI then measures the token budget, not "
-        f"the model: raise --max-tokens"
+        f"{share:.0%} of {what} in {worst.cell.title} ({cut} of {made}) were cut off at the "
+        f"token limit{limits}{also}; each counts as unresolved, so the HPI then measures the "
+        f"token budget, not the model: raise --max-tokens"
     )
 
 

@@ -418,7 +418,7 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
     else:
         print_table(console, cells_table(result.summaries))
     limits = [result.generation[s.dataset].asked.max_tokens for s in result.summaries
-              if s.truncated and s.dataset in result.generation]  # fmt: skip
+              if s.cut_off[0] and s.dataset in result.generation]  # fmt: skip
     warning = truncation_warning(result.summaries, limits)
     if warning is not None:
         err.print(f"hpt: warning: {warning}", markup=False, highlight=False, soft_wrap=True)

@@ -104,6 +104,8 @@ class Summary(BaseModel):
     # Adaptive HPF: selector turns, and those that named no valid level.
     selector_turns: int = 0
     hallucinations: int = 0
+    # Selector turns cut off at the token limit before naming a level (not hallucinations).
+    selector_truncated: int = 0
     hallucination_rate: float | None = None
     # Other readings of the same completions, by reader name (GSM8K's "strict" stated-answer
     # reader; the "rule" reader when --extractor-model decides).
@@ -127,9 +129,18 @@ class Summary(BaseModel):
                     self.reasoning_effort, self.thinking_budget)  # fmt: skip
 
     @property
+    def cut_off(self) -> tuple[int, int]:
+        """Model calls that decide the climb, cut off at the token limit, and made: attempts
+        and selector turns."""
+        return (sum(self.truncated.values()) + self.selector_truncated,
+                self.attempts + self.selector_turns)  # fmt: skip
+
+    @property
     def truncated_share(self) -> float | None:
-        """The share of attempts cut off at the token limit; None: no attempt counted."""
-        return sum(self.truncated.values()) / self.attempts if self.attempts else None
+        """The share of attempts and selector turns cut off at the token limit; None: none
+        counted (a summary saved before hpt counted attempts)."""
+        cut, made = self.cut_off
+        return cut / made if self.attempts and made else None
 
 
 class Tally:
@@ -162,7 +173,7 @@ class Tally:
         self._track_draws = track_draws
         self.level_counts = dict.fromkeys(range(1, m + 1), 0)
         self.samples = self.unresolved = self.errors = self.judge_missing = 0
-        self.selector_turns = self.hallucinations = 0
+        self.selector_turns = self.hallucinations = self.selector_truncated = 0
         self.score_sum = 0.0
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
         self.reasoning_tokens: int | None = None
@@ -227,6 +238,7 @@ class Tally:
         self.samples += 1
         self.selector_turns += len(record.selections)
         self.hallucinations += sum(s.hallucinated for s in record.selections)
+        self.selector_truncated += sum(s.truncated for s in record.selections)
         self.calls += record.calls
         self.cached_calls += record.cached_calls
         self.prompt_tokens += record.prompt_tokens
@@ -381,6 +393,7 @@ class Tally:
             pass_at_k=self.pass_at(),
             selector_turns=self.selector_turns,
             hallucinations=self.hallucinations,
+            selector_truncated=self.selector_truncated,
             hallucination_rate=(
                 self.hallucinations / self.selector_turns if self.selector_turns else None
             ),

@@ -222,7 +222,7 @@
         edge(140, sy + H / 2, X, y, true);
         svg.append(svgEl("text", { class: "label", x: 146 + t * 12, y: (sy + H / 2 + y) / 2 }, String(s.iteration)));
       });
-      const bad = rec.selections.filter((s) => s.level == null && !s.error).length;
+      const bad = rec.selections.filter((s) => s.level == null && !s.error && !s.truncated).length;
       if (bad) svg.append(svgEl("text", { class: "label", x: 10, y: sy + H + 16 }, `${bad} hallucinated turn${bad > 1 ? "s" : ""}`));
     }
     return svg;
@@ -359,7 +359,7 @@
     if (rec.selections.length) {
       const list = el("ol", { class: "selections" });
       for (const s of rec.selections) {
-        list.append(el("li", {}, `iteration ${s.iteration}: ${s.level == null ? (s.error ? "error: " + s.error : "hallucinated") : "level " + s.level} — `, el("code", {}, s.answer)));
+        list.append(el("li", {}, `iteration ${s.iteration}: ${s.level == null ? (s.error ? "error: " + s.error : s.truncated ? "cut off at the token limit before naming a level" : "hallucinated") : "level " + s.level} — `, el("code", {}, s.answer)));
       }
       d.append(el("h3", {}, "Prompt-selector turns"), list);
     }

@@ -17,7 +17,7 @@ CUT_OFF = frozenset({"length", "max_tokens"})
 
 # The reasoning efforts a run may ask for: OpenAI's ``reasoning_effort`` values and Anthropic's
 # ``output_config.effort`` ones ("max"); each provider takes the ones its model takes
-# (hpt.backends.reasoning) and refuses the others before any call.
+# (hpt.backends.openai_reasoning, hpt.backends.anthropic_thinking) and refuses the others before any call.
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 REASONING_EFFORTS: tuple[str, ...] = ReasoningEffort.__args__  # type: ignore[attr-defined]
 

@@ -178,7 +178,10 @@ class Voters:
         self, messages: list[Message], params: GenerationParams, *, cache_seed: str = ""
     ) -> Completion:
         self.seeds.append(cache_seed)
-        return Completion(text=self.answers.pop(0))
+        text = self.answers.pop(0)
+        if text.startswith("CUT:"):  # cut off at the token limit
+            return Completion(text=text.removeprefix("CUT:"), finish_reason="length")
+        return Completion(text=text)
 
     async def check(self) -> None: ...
 
@@ -193,6 +196,9 @@ class Voters:
         (["O", "G", "G", "O", "hmm"], False, "'O': 2, 'G': 2; unreadable: 1"),  # tie: first drawn
         (["G", "G", "O", "O", "O"], False, "'O': 3, 'G': 2; unreadable: 0"),
         (["hmm"] * 5, False, "none; unreadable: 5"),
+        # A draw cut off at the token limit does not vote, whatever it reads.
+        (["CUT:O", "CUT:O", "G", "G", "O"], True, "'G': 2, 'O': 1; unreadable: 0; cut off: 2"),
+        (["CUT:G"] * 5, False, "none; unreadable: 0; cut off: 5"),
     ],
 )
 async def test_self_consistency_votes(
@@ -211,3 +217,5 @@ async def test_self_consistency_votes(
     assert len(attempt.calls) == 5 and len(set(voters.seeds)) == 5  # five separate draws
     assert attempt.notes["votes"] == votes.replace("'G'", f"'{gold}'").replace("'O'", f"'{other}'")
     assert attempt.resolved is resolved
+    # Every draw cut off: the attempt is the first draw's, cut inside its answer.
+    assert attempt.truncated == ("answer" if all(a.startswith("CUT:") for a in answers) else None)

@@ -64,7 +64,8 @@ def _records(out: Path) -> list[SampleRecord]:
 
 def _cells(out: Path) -> dict[str | None, dict[str, Any]]:
     cells = json.loads((out / "summary.json").read_text())["cells"]
-    return {c.get("reasoning_effort"): c for c in cells}
+    # summary.json writes no "truncated" where nothing was cut.
+    return {c.get("reasoning_effort"): {"truncated": {}, **c} for c in cells}
 
 
 def _check_campaign(out: Path, fake: FakeOpenAI, stdout: str, limit: int) -> None:

@@ -113,3 +113,32 @@ def test_unused_reasoning_fields_change_no_cache_key() -> None:
     turn = [*plain, Message(role="assistant", content="a", reasoning_blocks=[{"type": "x"}])]
     bare = [*plain, Message(role="assistant", content="a")]
     assert key(GenerationParams(), turn) != key(GenerationParams(), bare)
+
+
+def test_logprobs_of_a_completion_with_inline_thinking_are_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """They cover the thinking too, and which are the answer's is not known: scored as the
+    answer's (generated knowledge's choice, Min-K%) they would score the thinking."""
+    monkeypatch.setenv("HPT_TEST_KEY", "test-key")
+    server = _server({"q": "<think>So 49.</think>42", "p": "42"})
+
+    async def main(url: str) -> list[Completion]:
+        async with backend(None, provider="openai", model="test-model", endpoints=[url],
+                           api_key_env="HPT_TEST_KEY") as b:  # fmt: skip
+            params = GenerationParams(logprobs=True)
+            return [await b.complete([Message(role="user", content=q)], params) for q in "qp"]
+
+    with serving(server.app()) as s:
+        thought, plain = asyncio.run(main(s.base_url))
+    assert (thought.text, thought.logprobs) == ("42", None)
+    assert plain.logprobs == [-0.5]
+
+
+def test_a_summary_without_cuts_writes_no_truncation_fields() -> None:
+    from hpt.results.tally import Tally
+
+    summary = Tally(dataset="boolq", model="m", mode="adaptive", m=5, penalty=1.0).summary()
+    written = summary.model_dump(mode="json")
+    assert not {"truncated", "selector_truncated", "reasoning_tokens"} & set(written)
+    assert written["attempts"] == 0

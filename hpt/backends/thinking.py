@@ -59,11 +59,16 @@ def _answer(rest: str) -> str:
 
 def with_thinking_apart(completion: Completion, tags: ThinkTags) -> Completion:
     """``completion`` with any inline thinking moved from its text to its reasoning (after
-    the reasoning its transport read, if any); the same object when there is none."""
+    the reasoning its transport read, if any), without logprobs; the same object when there
+    is none."""
     if not tags:
         return completion
     inline, answer = split_inline(completion.text, tags)
     if inline is None:
         return completion
     parts = [p for p in (completion.reasoning, inline) if p]
-    return completion.model_copy(update={"text": answer, "reasoning": "\n\n".join(parts)})
+    # The tokens' log probabilities cover the thinking too, and which of them are the
+    # answer's is not known: scored as the answer's (generated knowledge's choice, Min-K%),
+    # they would score the thinking. None: every rule that uses them has a fallback.
+    update = {"text": answer, "reasoning": "\n\n".join(parts), "logprobs": None}
+    return completion.model_copy(update=update)

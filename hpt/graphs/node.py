@@ -19,7 +19,6 @@ from hpt.tasks import Check, Sample, Task
 from hpt.tasks.cutoff import noted
 from hpt.tasks.extractor import PURPOSE as EXTRACT
 from hpt.tasks.extractor import AnswerExtractor
-from hpt.types import CUT_OFF
 
 if TYPE_CHECKING:
     from hpt.structured.runtime import CellRuntime
@@ -104,6 +103,8 @@ def strategy_node(
         outcome: dict[str, Any]
         try:
             completion = await fn(ctx)
+            # Before the reading: an extractor's or a judge's calls are not the answer's.
+            cut = truncation(completion, ctx.calls)
             check = await _read(runtime, ctx, completion)
         except FatalBackendError:
             raise
@@ -111,14 +112,13 @@ def strategy_node(
             outcome = {"error": str(exc)}
         except NoAnswer as exc:
             # A structured strategy cut off at the token limit parses nothing: say why.
-            cut = cut_at(ctx.calls[-1]) if ctx.calls else None
-            detail = str(exc) if cut is None else noted(str(exc), TRUNCATED[cut])
-            outcome = {"detail": detail, "alternatives": ctx.alternatives, "truncated": cut}
+            cut = ctx.calls[-1].truncation if ctx.calls else None
+            why = str(exc) if cut is None else noted(str(exc), TRUNCATED[cut])
+            outcome = {"detail": why, "alternatives": ctx.alternatives, "truncated": cut}
         else:
             ctx.notes.update(check.notes)
-            cut = truncation(completion, ctx.calls)
             alternatives = {**check.alternatives, **ctx.alternatives}
-            detail = check.detail
+            detail: str | None = check.detail
             if cut is not None:
                 # Cut off at the token limit, the answer is unfinished or missing: whatever a
                 # reader reads in it, it did not resolve the sample (no reader's either, or
@@ -181,19 +181,13 @@ TRUNCATED: dict[Truncation, str] = {
 
 
 def truncation(completion: str, calls: Sequence[Call]) -> Truncation | None:
-    """Where the call that wrote ``completion`` (the last of ``calls`` whose answer it is) was
-    cut off at the token limit: inside its thinking, or its answer; None: it was not, or no
-    call wrote it as it stands (a strategy's own composition, such as a vote)."""
+    """Where the call that wrote ``completion`` was cut off at the token limit (see
+    ``Call.truncation``): the last of ``calls`` whose answer it is, else, for a strategy that
+    returns what it read out of its reply (DSPy's parsed field), its last call."""
     call = next((c for c in reversed(calls) if c.completion == completion), None)
-    return None if call is None else cut_at(call)
-
-
-def cut_at(call: Call) -> Truncation | None:
-    """Where ``call`` was cut off at the token limit: before any answer (inside its
-    thinking), or inside its answer; None: it was not."""
-    if call.finish_reason not in CUT_OFF:
-        return None
-    return "answer" if call.completion.strip() else "thinking"
+    if call is None and calls:
+        call = calls[-1]
+    return None if call is None else call.truncation
 
 
 def attempt_ends_climb(last: Attempt) -> bool:

@@ -76,19 +76,26 @@ async def self_consistency(ctx: StrategyContext) -> str:
             n = int(prompts.section("self_consistency").get("samples", n))
     wrapped = STRATEGIES[args.of]
     texts: list[str | None] = []  # None: the draw gave nothing to read (NoAnswer)
+    cut: list[bool] = []  # the draw was cut off at the token limit: its answer is unfinished
     for i in range(n):
         draw = _draw_context(ctx, i, n)
         try:
             texts.append(await wrapped(draw))
         except NoAnswer:
             texts.append(None)
+        # The draw's calls went to the attempt's list: its last is the draw's answer.
+        cut.append(bool(ctx.calls) and ctx.calls[-1].truncation is not None)
         ctx.notes.update({f"{draw.label} {k}": v for k, v in draw.notes.items()})
         ctx.alternatives.update({f"{draw.label} {k}": v for k, v in draw.alternatives.items()})
-    answers = [None if t is None else ctx.task.parse(t, ctx.sample) for t in texts]
+    # A cut-off draw does not vote: whatever it reads, it did not finish its answer.
+    answers = [None if t is None or c else ctx.task.parse(t, ctx.sample)
+               for t, c in zip(texts, cut, strict=True)]  # fmt: skip
     votes = Counter(a for a in answers if a is not None)
-    unreadable = sum(a is None for a in answers)
+    unreadable = sum(a is None and not c for a, c in zip(answers, cut, strict=True))
     tally = ", ".join(f"{a!r}: {k}" for a, k in votes.most_common())
-    ctx.notes["votes"] = f"{tally or 'none'}; unreadable: {unreadable}"
+    ctx.notes["votes"] = f"{tally or 'none'}; unreadable: {unreadable}" + (
+        f"; cut off: {sum(cut)}" if any(cut) else ""
+    )
     if not votes:
         first = next((t for t in texts if t is not None), None)
         if first is None:

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hpt.types import REASONING_EFFORTS, Completion, Message, Usage, unset
+from hpt.types import CUT_OFF, REASONING_EFFORTS, Completion, Message, Usage, unset
 
-# Where a completion cut off at the token limit was cut (hpt.backends.thinking.cut_inside):
-# inside its thinking, so before any answer, or inside its answer.
+# Where a completion cut off at the token limit was cut (``Call.truncation``): inside its
+# thinking, so before any answer, or inside its answer.
 Truncation = Literal["thinking", "answer"]
 
 
@@ -65,6 +65,14 @@ class Call(BaseModel):
     # A reasoning model's thinking, apart from ``completion`` (its answer); None: none was
     # returned.
     reasoning: str | None = Field(None, exclude_if=unset)
+
+    @property
+    def truncation(self) -> Truncation | None:
+        """Where the call was cut off at the token limit: before any answer (inside its
+        thinking), or inside its answer; None: it was not."""
+        if self.finish_reason not in CUT_OFF:
+            return None
+        return "answer" if self.completion.strip() else "thinking"
 
     @classmethod
     def of(cls, purpose: str, model: str, messages: list[Message], result: Completion) -> Call:

@@ -86,7 +86,7 @@ class Summary(BaseModel):
     reasoning_tokens: int | None = Field(None, exclude_if=unset)
     # Attempts cut off at the token limit (unresolved because of it), by level; each one's
     # record says whether inside its thinking or its answer (``Attempt.truncated``).
-    truncated: dict[int, int] = {}
+    truncated: dict[int, int] = Field(default_factory=dict, exclude_if=lambda cut: not cut)
     # Attempts made (levels climbed, in every record, errors included): what ``truncated`` is
     # a share of. 0 in summaries saved before hpt counted them.
     attempts: int = 0
@@ -105,7 +105,7 @@ class Summary(BaseModel):
     selector_turns: int = 0
     hallucinations: int = 0
     # Selector turns cut off at the token limit before naming a level (not hallucinations).
-    selector_truncated: int = 0
+    selector_truncated: int = Field(0, exclude_if=lambda cut: not cut)
     hallucination_rate: float | None = None
     # Other readings of the same completions, by reader name (GSM8K's "strict" stated-answer
     # reader; the "rule" reader when --extractor-model decides).

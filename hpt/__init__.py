@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Loaded on first use, so that ``import hpt`` (and ``hpt --version``) stays light.
 _LAZY = {

@@ -17,7 +17,9 @@ from hpt.reports.cells import collect
 from hpt.reports.cells_csv import CSV_COLUMNS
 from hpt.reports.comparisons import compare
 from hpt.reports.efforts import table_efforts
-from hpt.results.records import Cell, SampleRecord
+from hpt.reports.truncation import TRUNCATION_WARNING_SHARE, heavily_cut, truncations
+from hpt.results.records import Cell, SampleRecord, Selection
+from hpt.results.tally import Summary
 from tests.run_fixtures import make_record, write_run
 
 PRICES = "[alpha]\ninput = 1.0\noutput = 10.0\n[beta]\ninput = 1.0\noutput = 1.0\n"
@@ -95,16 +97,24 @@ def test_the_effort_table(report: tuple[Path, str]) -> None:
     assert low[5].startswith("2.93 [") and low[6].startswith("75.00 [")
     assert medium[5].startswith("2.68 [") and high[5].startswith("1.25 [")
     assert high[6] == "100.00 [100.00, 100.00]"
-    # Truncated attempts, completion tokens (reasoning inside them), reasoning tokens, per
-    # sample, cost. Cost: reasoning tokens are billed once, as the completion tokens they are
+    # Truncated attempts of those made, completion tokens (reasoning inside them), reasoning
+    # tokens, per sample, cost. Cost: reasoning tokens are billed once, as the completion tokens they are
     # part of: alpha high, 500 prompt at 1 + 400 completion at 10 USD per million = 0.0045
     # (adding its 350 reasoning tokens again would make it 0.0080).
     assert low[7:] == ["0", "200", "100", "50", "0.0030"]
-    assert medium[7:] == ["1", "360", "270", "90", "0.0045"]
-    assert high[7:] == ["1", "400", "350", "100", "0.0045"]
+    assert medium[7:] == ["1 / 9 (11%)", "360", "270", "90", "0.0045"]
+    assert high[7:] == ["1 / 5 (20%)", "400", "350", "100", "0.0045"]
     # beta's provider counted no reasoning tokens: "-", not 0.
     assert table["beta", "low", "default"][9] == "-"
     assert table["gamma", "default", "1024"][:3] == ["csqa", "gamma", "standard"]
+    # Under the table, one line for each cell cut at a tenth or more of its attempts.
+    section = md.split("## Against reasoning effort", 1)[1].split("\n## ", 1)[0]
+    assert [line for line in section.splitlines() if line.startswith("- ")] == [
+        f"- boolq · alpha · standard · effort {effort}: {share} of attempts ({cut}) cut off at "
+        "the token limit, each cut attempt unresolved: its HPI measures the token budget as "
+        "much as the model (raise `--max-tokens`)."
+        for effort, share, cut in (("medium", "11%", "1 of 9"), ("high", "20%", "1 of 5"))
+    ]
 
 
 def test_every_table_keeps_efforts_apart(report: tuple[Path, str]) -> None:
@@ -120,10 +130,10 @@ def test_every_table_keeps_efforts_apart(report: tuple[Path, str]) -> None:
     assert table1[3][2].startswith("1.25 [") and table1[3][4] == "-"
     assert table1[7][4].startswith("2.00 [") and table1[7][2] == "-"
     levels = _rows(md, "Resolved per level")
-    assert levels[0][-1] == "truncated attempts"
+    assert levels[0][-1] == "truncated"
     by_mode = {(r[1], r[2]): r for r in levels[1:]}
-    assert by_mode["alpha", "standard · effort high"][-1] == "1 (L1 1)"
-    assert by_mode["alpha", "standard · effort medium"][-1] == "1 (L5 1)"
+    assert by_mode["alpha", "standard · effort high"][-1] == "1 / 5 (20%; L1 1)"
+    assert by_mode["alpha", "standard · effort medium"][-1] == "1 / 9 (11%; L5 1)"
     assert by_mode["alpha", "standard · effort low"][-1] == "0"
     usage = _rows(md, "Calls, tokens and cost")
     assert usage[0][6:] == ["completion tokens", "reasoning tokens", "cost USD"]
@@ -182,6 +192,67 @@ def test_ceiling_takes_a_setting_as_part_of_the_model(tmp_path: Path) -> None:
         ("alpha · effort low", "boolq"), ("alpha · effort medium", "boolq"),
         ("alpha · effort high", "boolq")]  # fmt: skip
     assert ("gamma · thinking 1024", "csqa") in {(r.model, r.benchmark) for r in ladders}
+
+
+def _summary(**extra: object) -> Summary:
+    fields: dict[str, object] = dict(
+        dataset="gsm8k", model="thinker", mode="standard", n=10, samples=10, m=3, penalty=1.0,
+        hpi=2.0, accuracy=0.5, level1_accuracy=0.3, level_counts={1: 3, 2: 2}, unresolved=5,
+        errors=0, calls=25, prompt_tokens=1000, completion_tokens=900, attempts=20,
+    )  # fmt: skip
+    return Summary.model_validate({**fields, **extra})
+
+
+def test_a_cells_cuts_are_counted_of_the_calls_made() -> None:
+    """One formatter for the report's tables and the terminal's: cut of made, the share, and
+    by level (selector turns apart); the bare count where a summary counted no attempts."""
+    eleven = _summary(truncated={1: 8, 3: 3})
+    assert truncations(eleven) == "11 / 20 (55%; L1 8, L3 3)"
+    assert truncations(eleven, by_level=False) == "11 / 20 (55%)"
+    assert truncations(_summary()) == truncations(_summary(), by_level=False) == "0"
+    # Saved before hpt counted the attempts made: no share to give.
+    old = _summary(truncated={1: 8, 3: 3}, attempts=0)
+    assert (truncations(old), truncations(old, by_level=False)) == ("11 (L1 8, L3 3)", "11")
+    assert not heavily_cut(old)
+    # Adaptive: selector turns cut before naming a level are cuts too, of attempts and turns.
+    adaptive = _summary(mode="adaptive", truncated={2: 1}, attempts=5, selector_turns=5,
+                        selector_truncated=3)  # fmt: skip
+    assert truncations(adaptive) == "4 / 10 (40%; L2 1, selector 3)"
+    only_turns = _summary(mode="adaptive", selector_turns=8, selector_truncated=2)
+    assert truncations(only_turns) == "2 / 28 (7%; selector 2)"
+    # A cut among many is not "0%"; a tenth is heavily cut, just under it is not.
+    assert truncations(_summary(truncated={1: 1}, attempts=300)) == "1 / 300 (<1%; L1 1)"
+    assert heavily_cut(_summary(truncated={1: 2}, attempts=20))
+    assert not heavily_cut(_summary(truncated={1: 2}, attempts=21))
+    assert TRUNCATION_WARNING_SHARE == 0.10
+
+
+def test_selector_turns_cut_off_are_reported(tmp_path: Path) -> None:
+    """An adaptive cell whose selector turns alone were cut: the tables count them, of the
+    attempts and turns made, and the line under the effort table names them."""
+    recs = []
+    for effort in ("low", "high"):
+        for sample in "ab":
+            record = make_record(sample, mode="adaptive", level=1, iteration=1)
+            record.reasoning_effort = effort
+            cut = effort == "low"  # cut before it named a level; at high, it named level 2
+            record.selections = [
+                Selection(iteration=1, answer="" if cut else "Level 2", level=None if cut else 2,
+                          truncated=cut),
+                Selection(iteration=2, answer="Level 1", level=1),
+            ]  # fmt: skip
+            recs.append(record)
+    md = api.report([write_run(tmp_path / "run", recs)], plots=False).text
+    efforts = {r[3]: r for r in _rows(md, "Against reasoning effort")[1:]}
+    assert (efforts["low"][6], efforts["high"][6]) == ("2 / 6 (33%)", "0")
+    assert "\n- boolq · alpha · adaptive · effort low: 33% of attempts and selector turns (2 of " \
+           "6) cut off at the token limit" in md  # fmt: skip
+    assert "effort high:" not in md
+    levels = _rows(md, "Resolved per level")
+    assert levels[0][-1] == "truncated"
+    assert [r[-1] for r in levels[1:]] == ["2 / 6 (33%; selector 2)", "0"]
+    # Cut turns are no hallucinations.
+    assert [r[-2] for r in levels[1:]] == ["0.0", "0.0"]
 
 
 def test_no_effort_table_for_a_single_setting(tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from rich.console import Console
 
 import hpt
 from hpt.cli.progress import (
-    TRUNCATION_WARNING_SHARE,
     RichProgress,
     cells_table,
     summary_table,
@@ -29,6 +28,7 @@ from hpt.cli.progress import (
 from hpt.orchestrator.planning import plan_cells
 from hpt.orchestrator.scheduling import _interleave
 from hpt.orchestrator.spec import RunSpec
+from hpt.reports.truncation import TRUNCATION_WARNING_SHARE
 from hpt.results.reader import read_records
 from hpt.results.records import Attempt, Call, SampleRecord
 from hpt.results.tally import Summary, Tally
@@ -342,7 +342,8 @@ def test_a_run_cut_off_at_the_token_limit_ends_with_one_line(
     )
     assert "the HPI then measures the token budget" in lines[0]
     # The closing table: thinking tokens and truncations by cell.
-    assert "thinking tokens" in result.stdout and "12 / 12 (L1 4, L2 4, L3 4)" in result.stdout
+    assert "thinking tokens" in result.stdout
+    assert "12 / 12 (100%; L1 4, L2 4, L3 4)" in result.stdout
 
 
 async def test_instruments_ask_without_the_cells_effort(
@@ -466,14 +467,21 @@ def test_the_tables_and_the_live_view_show_thinking_and_truncation(tmp_path: Pat
     lines = _lines(summary_table(cut))
     assert "HPF · gsm8k · thinker · effort high" in lines
     assert "of which thinking (reasoning tokens) 700" in lines
-    assert "cut off at the token limit (attempts) 3 / 25 (L1 2, L3 1)" in lines
+    assert "cut off at the token limit (attempts) 3 / 25 (12%; L1 2, L3 1)" in lines
+    # Adaptive: selector turns cut before naming a level count too, even without a cut attempt.
+    turns = _summary(mode="adaptive", selector_turns=15, selector_truncated=3)
+    assert ("cut off at the token limit (attempts and selector turns) 3 / 40 (8%; selector 3)"
+            in _lines(summary_table(turns)))  # fmt: skip
     plain = _lines(summary_table(_summary()))
     assert not any("thinking" in line or "cut off" in line for line in plain)
     header = next(line for line in _lines(cells_table([_summary(), _summary()])) if "HPI" in line)
     assert "thinking" not in header and "truncated" not in header  # no columns where none
     rows = _lines(cells_table([cut, _summary(reasoning_effort="low")]))
     assert any(line.startswith("gsm8k thinker standard · effort high") and
-               "700 3 / 25 (L1 2, L3 1)" in line for line in rows), rows  # fmt: skip
+               "700 3 / 25 (12%; L1 2, L3 1)" in line for line in rows), rows  # fmt: skip
+    rows = _lines(cells_table([_summary(), turns]))
+    assert any(line.startswith("gsm8k thinker adaptive") and "3 / 40 (8%; selector 3)" in line
+               for line in rows), rows  # fmt: skip
 
     out = io.StringIO()
     progress = RichProgress(Console(file=out, force_terminal=True, width=300))

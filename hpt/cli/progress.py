@@ -17,6 +17,7 @@ from rich.text import Text
 from hpt.backends import BackendStats
 from hpt.cli.common import PlainTable
 from hpt.orchestrator.spec import RunSpec
+from hpt.reports.truncation import TRUNCATION_WARNING_SHARE, counted, heavily_cut, truncations
 from hpt.results.records import SampleRecord
 from hpt.results.tally import Summary, Tally
 
@@ -25,9 +26,6 @@ if TYPE_CHECKING:
 
 
 MAX_CELLS_SHOWN = 8
-# From this share of a run's attempts cut off at the token limit on, the run ends with a
-# warning naming --max-tokens (truncation_warning).
-TRUNCATION_WARNING_SHARE = 0.10
 UNBOUNDED = 100_000  # columns to measure a table in: wider than any table's content
 
 
@@ -191,17 +189,9 @@ def summary_table(summary: Summary, strategies: Sequence[str] = ()) -> Table:
     )
     if summary.reasoning_tokens is not None:
         table.add_row("of which thinking (reasoning tokens)", str(summary.reasoning_tokens))
-    if summary.truncated:
-        table.add_row("cut off at the token limit (attempts)", _truncated(summary))
+    if summary.cut_off[0]:
+        table.add_row(f"cut off at the token limit ({counted(summary)})", truncations(summary))
     return table
-
-
-def _truncated(summary: Summary) -> str:
-    """Attempts cut off at the token limit, of those made, and by level: "3 / 20 (L1 2, L3 1)"."""
-    cut = sum(summary.truncated.values())
-    levels = ", ".join(f"L{level} {n}" for level, n in summary.truncated.items())
-    made = f" / {summary.attempts}" if summary.attempts else ""
-    return f"{cut}{made} ({levels})"
 
 
 def truncation_warning(summaries: Sequence[Summary], max_tokens: Sequence[int]) -> str | None:
@@ -210,22 +200,20 @@ def truncation_warning(summaries: Sequence[Summary], max_tokens: Sequence[int]) 
     paper's budget is cut off mid-thought, and what the cell then measures is the budget. By
     cell, since one cell badly cut is hidden in a run's total; the line names the worst.
     ``max_tokens``: the limits the cut-off cells asked for."""
-    high = [(s.truncated_share or 0.0, s) for s in summaries]
-    high = [(share, s) for share, s in high if share >= TRUNCATION_WARNING_SHARE]
+    high = [(s.truncated_share or 0.0, s) for s in summaries if heavily_cut(s)]
     if not high:
         return None
     share, worst = max(high, key=lambda pair: pair[0])
     cut, made = worst.cut_off
-    what = "attempts and selector turns" if worst.selector_turns else "attempts"
     others = len(high) - 1
     plural = "s" if others > 1 else ""
     also = f", and {others} more cell{plural} at {TRUNCATION_WARNING_SHARE:.0%} or more"
     also = also if others else ""
     limits = f" (max_tokens {', '.join(map(str, sorted(set(max_tokens))))})" if max_tokens else ""
     return (
-        f"{share:.0%} of {what} in {worst.cell.title} ({cut} of {made}) were cut off at the "
-        f"token limit{limits}{also}; each counts as unresolved, so the HPI then measures the "
-        f"token budget, not the model: raise --max-tokens"
+        f"{share:.0%} of {counted(worst)} in {worst.cell.title} ({cut} of {made}) were cut off "
+        f"at the token limit{limits}{also}; each counts as unresolved, so the HPI then measures "
+        f"the token budget, not the model: raise --max-tokens"
     )
 
 
@@ -247,7 +235,7 @@ def cells_table(summaries: list[Summary]) -> Table:
     table.add_column("metric", justify="right")
     # Reasoning models: columns only where some cell has their figures.
     thinking = any(s.reasoning_tokens is not None for s in summaries)
-    truncated = any(s.truncated for s in summaries)
+    truncated = any(s.cut_off[0] for s in summaries)
     if thinking:
         table.add_column("thinking tokens", justify="right")
     if truncated:
@@ -261,7 +249,7 @@ def cells_table(summaries: list[Summary]) -> Table:
                               for d, v in s.depth_scores.items())  # fmt: skip
             metric = f"judge {means}  judge missing {s.judge_missing}"
         extra = [str(s.reasoning_tokens) if s.reasoning_tokens is not None else "-"] * thinking
-        extra += [_truncated(s) if s.truncated else "0"] * truncated
+        extra += [truncations(s)] * truncated
         table.add_row(
             s.cell.dataset_label, s.model, s.cell.mode_label, str(s.n), _fmt(s.hpi),
             _fmt(s.chance_hpi), _fmt(s.accuracy), _fmt(s.level1_accuracy), metric, *extra,

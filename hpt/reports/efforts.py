@@ -10,6 +10,12 @@ from collections.abc import Sequence
 
 from hpt.reports.cells import CellReport
 from hpt.reports.markdown import interval, number, pipe_table
+from hpt.reports.truncation import (
+    TRUNCATION_WARNING_SHARE,
+    budget_note,
+    heavily_cut,
+    truncations,
+)
 from hpt.results.records import Cell
 
 # A cell's reasoning settings: (effort, thinking budget); None is the provider's default.
@@ -83,7 +89,7 @@ def table_efforts(reports: Sequence[CellReport]) -> str | None:
         ci = (100 * r.accuracy_ci[0], 100 * r.accuracy_ci[1]) if r.accuracy_ci else None
         per_sample = s.completion_tokens / s.samples if s.samples else None
         row += [number(s.hpi) + interval(r.hpi_ci), number(accuracy) + interval(ci),
-                str(sum(s.truncated.values())), str(s.completion_tokens),
+                truncations(s, by_level=False), str(s.completion_tokens),
                 "-" if s.reasoning_tokens is None else str(s.reasoning_tokens),
                 number(per_sample, 0)]  # fmt: skip
         if priced:
@@ -92,11 +98,20 @@ def table_efforts(reports: Sequence[CellReport]) -> str | None:
     return pipe_table(header, rows)
 
 
+def budget_notes(reports: Sequence[CellReport]) -> list[str]:
+    """One line for each cell of the effort table cut off often enough at the token limit
+    (``heavily_cut``) that its HPI measures the budget as much as the model."""
+    return [budget_note(r.summary) for group in effort_groups(reports) for r in group
+            if heavily_cut(r.summary)]  # fmt: skip
+
+
 EFFORTS_NOTE = (
     "Cells that differ only by their reasoning effort (`--reasoning-effort`) or thinking budget "
     "(`--thinking-budget`), from least to most; *default*: the provider's own. Truncated: "
-    "attempts cut off at the token limit, unresolved because of it (per level under *Resolved "
-    "per level*). Reasoning tokens are the part of the completion tokens spent thinking, where "
-    "the provider counted them ('-': it did not); they are billed as output, so the cost counts "
-    "them once, inside the completion tokens."
+    "attempts (and adaptive HPF's selector turns) cut off at the token limit, of those made; "
+    "each cut attempt is unresolved because of it (per level under *Resolved per level*), and "
+    f"a cell with {TRUNCATION_WARNING_SHARE:.0%} or more cut is named under the table. "
+    "Reasoning tokens are the part of the completion tokens spent thinking, where the provider "
+    "counted them ('-': it did not); they are billed as output, so the cost counts them once, "
+    "inside the completion tokens."
 )

@@ -55,6 +55,8 @@ def markdown(
     against = efforts.table_efforts(reports)
     if against:
         out.write(f"\n## {EFFORTS_TITLE}\n\n{efforts.EFFORTS_NOTE}\n\n{against}\n")
+        cut = efforts.budget_notes(reports)
+        out.write("".join(f"\n- {note}" for note in cut) + ("\n" if cut else ""))
     chance = floors.table_chance(reports)
     if chance:
         out.write(f"\n## Chance levels\n\n{floors.CHANCE_NOTE}\n\n{chance}\n")

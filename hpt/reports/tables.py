@@ -8,6 +8,7 @@ from typing import Any
 from hpt.reports.cells import CellReport
 from hpt.reports.efforts import Setting, setting, setting_label, setting_order, with_settings
 from hpt.reports.markdown import interval, number, pipe_table
+from hpt.reports.truncation import truncations
 from hpt.results.info import Column, ReportTable, TaskInfo
 from hpt.results.records import Cell
 from hpt.results.tally import Summary
@@ -217,30 +218,23 @@ def table_levels(reports: list[CellReport]) -> str:
     m = max(r.summary.m for r in reports)
     # Judged tasks: the climbs the judge left without a score, in no other column.
     judged = any(r.summary.judge_missing is not None for r in reports)
-    # Reasoning models: the attempts cut off at the token limit, where there were any.
-    cut = any(r.summary.truncated for r in reports)
+    # Reasoning models: the attempts (and selector turns) cut off at the token limit, of those
+    # made, where there were any.
+    cut = any(r.summary.cut_off[0] for r in reports)
     header = ["dataset", "model", "mode", *[f"L{k}" for k in range(1, m + 1)]]
     header += ["unresolved", "errors", *(["judge missing"] if judged else []),
-               "selector hallucination %", *(["truncated attempts"] if cut else [])]  # fmt: skip
+               "selector hallucination %", *(["truncated"] if cut else [])]  # fmt: skip
     rows = []
     for r in reports:
         s = r.summary
         levels = [str(s.level_counts.get(k, 0)) if k <= s.m else "" for k in range(1, m + 1)]
         missing = [str(s.judge_missing or 0)] if judged else []
         rate = None if s.hallucination_rate is None else 100 * s.hallucination_rate
-        truncated = [truncations(s.truncated)] if cut else []
+        truncated = [truncations(s)] if cut else []
         rows.append([r.cell.dataset_label, s.model, r.cell.mode_label, *levels,
                      str(s.unresolved), str(s.errors), *missing, number(rate, 1),
                      *truncated])  # fmt: skip
     return pipe_table(header, rows)
-
-
-def truncations(per_level: dict[int, int]) -> str:
-    """Attempts cut off at the token limit: "3 (L1 2, L4 1)"; "0" for none."""
-    total = sum(per_level.values())
-    if not total:
-        return "0"
-    return f"{total} (" + ", ".join(f"L{k} {n}" for k, n in sorted(per_level.items())) + ")"
 
 
 def table_usage(reports: list[CellReport]) -> str:

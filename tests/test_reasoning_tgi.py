@@ -11,6 +11,8 @@ import pytest
 
 from hpt.backends import FatalBackendError, GenerationParams, Message, SettingRefused
 from tests.backend_helpers import backend, serving
+from tests.servers.hf_router import hf_app
+from tests.servers.openai_compat import FakeOpenAI, Reply
 from tests.servers.tgi import FakeTGI
 
 ASK = [Message(role="user", content="What is 6 x 7?")]
@@ -108,3 +110,31 @@ async def test_tgi_says_what_it_does_not_send_as_asked() -> None:
             await b.complete(ASK, GenerationParams())
             # /generate takes the repetition penalty: nothing to say.
             assert b.param_notes(GenerationParams()) == []
+
+
+@pytest.mark.parametrize(
+    ("form", "counted"),
+    [("reasoning", True), ("reasoning_content", False), ("inline", False)],
+    ids=["vllm", "llama.cpp", "no-parser"],
+)
+async def test_the_hf_routers_providers_thinking_is_read_apart(
+    monkeypatch: pytest.MonkeyPatch, form: Any, counted: bool
+) -> None:
+    # The router passes on its provider's answer: a vLLM provider's reasoning field (which
+    # huggingface_hub parses), llama.cpp's reasoning_content, or inline tags.
+    import huggingface_hub.constants as hub
+
+    token = "hf_router_test_token"
+    fake = FakeOpenAI(lambda body: Reply(ANSWER, THOUGHT), api_key=token,
+                      model_ids=("org/model",), reasoning_format=form,
+                      counts_reasoning=counted)  # fmt: skip
+    with serving(hf_app(fake)) as srv:
+        monkeypatch.setattr(hub, "ENDPOINT", srv.root_url)
+        monkeypatch.setattr(hub, "INFERENCE_PROXY_TEMPLATE", srv.root_url + "/{provider}")
+        monkeypatch.setenv("HF_TOKEN", token)
+        async with backend(provider="hf", model="org/model", hf_provider="hf-inference") as b:
+            out = await b.complete(ASK, GenerationParams())
+            cut = await b.complete(ASK, GenerationParams(max_tokens=5))
+    assert (out.text, out.reasoning) == (ANSWER, THOUGHT)
+    assert out.usage.reasoning_tokens == (18 if counted else None)
+    assert (cut.text, cut.reasoning, cut.truncated) == ("", "Six sevens: I first thought", True)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hpt.errors import HptError
+
+if TYPE_CHECKING:
+    from hpt.types import GenerationParams
 
 
 class BackendError(HptError):
@@ -39,3 +44,10 @@ class TransientError(Exception):
         self.retry_after_s = retry_after_s
         self.overloaded = overloaded
         self.replica_down = replica_down
+
+
+def refuse_reasoning(params: GenerationParams, why: str, instead: str) -> None:
+    """``SettingRefused`` if ``params`` ask a reasoning effort or thinking budget of a backend
+    whose API takes neither (``why`` says so, ``instead`` what else to do)."""
+    if params.reasoning_effort is not None or params.thinking_budget is not None:
+        raise SettingRefused(f"{why}; drop --reasoning-effort and --thinking-budget, or {instead}")

@@ -26,7 +26,7 @@ from huggingface_hub.errors import (
 )
 
 from hpt.backends.base import Completion, GenerationParams, Message, Usage
-from hpt.backends.errors import BackendError, FatalBackendError, SettingRefused, TransientError
+from hpt.backends.errors import BackendError, FatalBackendError, TransientError, refuse_reasoning
 from hpt.backends.openai_protocol import short
 from hpt.backends.ratelimit_headers import wait_from_headers
 from hpt.backends.secrets import remember_secret
@@ -178,12 +178,12 @@ class InferenceClientTransport:
         return (stops[: self._stop_limit()] or None), stops
 
     def _refuse_reasoning(self, params: GenerationParams) -> None:
-        if params.reasoning_effort is not None or params.thinking_budget is not None:
-            raise SettingRefused(
-                f"{self.model}: {self.no_reasoning}; drop --reasoning-effort and "
-                "--thinking-budget, or serve the model with vLLM or llama.cpp and evaluate it "
-                "as openai:MODEL with --base-url"
-            )
+        refuse_reasoning(
+            params,
+            f"{self.model}: {self.no_reasoning}",
+            "serve the model with vLLM or llama.cpp and evaluate it as openai:MODEL with "
+            "--base-url",
+        )
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         self._refuse_reasoning(params)
@@ -258,10 +258,12 @@ class InferenceClientTransport:
         usage = out.usage
         return Completion(
             text=text,
+            reasoning=_reasoning(choice.message),
             finish_reason="stop" if stopped else choice.finish_reason,
             usage=Usage(
                 prompt_tokens=usage.prompt_tokens if usage else 0,
                 completion_tokens=usage.completion_tokens if usage else 0,
+                reasoning_tokens=_reasoning_tokens(usage),
             ),
             logprobs=logprobs,
             params=sent,
@@ -269,3 +271,20 @@ class InferenceClientTransport:
 
     async def aclose(self) -> None:
         await self._client.close()  # type: ignore[no-untyped-call]
+
+
+def _reasoning(message: Any) -> str | None:
+    """The thinking a router provider returned apart from the answer: ``reasoning`` (parsed by
+    huggingface_hub) or, kept as an extra attribute, ``reasoning_content`` (llama.cpp, older
+    vLLM), as ``openai_protocol.parse_chat_completion`` reads them. TGI itself returns
+    neither: its thinking stays inline, and the backend sets it apart."""
+    reasoning = message.reasoning or getattr(message, "reasoning_content", None)
+    return reasoning if isinstance(reasoning, str) and reasoning else None
+
+
+def _reasoning_tokens(usage: Any) -> int | None:
+    """``usage.completion_tokens_details.reasoning_tokens``, kept by huggingface_hub as an
+    extra attribute (a dict) where a provider reports it; None: not reported."""
+    details = getattr(usage, "completion_tokens_details", None)
+    count = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return int(count) if isinstance(count, int) else None

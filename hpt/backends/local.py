@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from hpt.backends.base import Completion, GenerationParams, Message
-from hpt.backends.errors import FatalBackendError, SettingRefused
+from hpt.backends.errors import FatalBackendError, refuse_reasoning
 from hpt.backends.openai_lean import LeanOpenAITransport
 
 INSTALL_HINT = "install the embedded model with: pip install 'hpt[local]'"
@@ -300,16 +300,16 @@ def with_top_logprobs(sent: dict[str, Any]) -> dict[str, Any]:
     return sent
 
 
-def refuse_reasoning(params: GenerationParams) -> None:
+def _refuse_reasoning(params: GenerationParams) -> None:
     """The embedded model does not reason: an effort or a thinking budget is refused (its
     llama_cpp.server would ignore them). Were a thinking model's GGUF served, its inline
     <think> text would come back in the content and the backend would set it apart."""
-    if params.reasoning_effort is not None or params.thinking_budget is not None:
-        raise SettingRefused(
-            f"the embedded model ({LOCAL_MODEL_NAME}) does not reason and takes no reasoning "
-            "effort or thinking budget; drop --reasoning-effort and --thinking-budget for "
-            "local, or evaluate a reasoning model"
-        )
+    refuse_reasoning(
+        params,
+        f"the embedded model ({LOCAL_MODEL_NAME}) does not reason and takes no reasoning "
+        "effort or thinking budget",
+        "evaluate a reasoning model",
+    )
 
 
 class LocalTransport:
@@ -337,12 +337,12 @@ class LocalTransport:
         await self._fast.start()
 
     def sent_params(self, params: GenerationParams) -> dict[str, Any]:
-        refuse_reasoning(params)
+        _refuse_reasoning(params)
         sent = self._fast.sent_params(params)
         return with_top_logprobs(sent) if self._servers.serves_logprobs else sent
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
-        refuse_reasoning(params)
+        _refuse_reasoning(params)
         if not params.logprobs or not self._servers.serves_logprobs:
             return await self._fast.send(messages, params)
         return await (await self._scoring_transport()).send(messages, params)

@@ -65,7 +65,6 @@ class ChatFields:
     penalty: str | None  # the repetition penalty's field; None: not sent
     rules: ReasoningRules  # reasoning settings, and what a reasoning model refuses
     openai_host: bool
-    sampling: bool  # temperature, top_p and logprobs, whatever the effort (rules.sampling)
     # OpenAI's reasoning models take max_completion_tokens, the limit on visible and reasoning
     # tokens together, and refuse max_tokens (SDK: openai/types/chat/completion_create_params.py)
     max_tokens: str = "max_tokens"
@@ -81,15 +80,14 @@ def chat_fields(
     penalty = resolve_penalty_field(penalty_setting, base_url)
     rules = reasoning_rules(model, reasoning_control, openai_host)
     limit = "max_tokens" if rules.sampling else "max_completion_tokens"
-    return ChatFields(penalty, rules, openai_host, rules.sampling, limit)
+    return ChatFields(penalty, rules, openai_host, limit)
 
 
 def chat_params(params: GenerationParams, fields: ChatFields) -> dict[str, Any]:
     """The generation parameters of a chat-completions request, as sent (``SettingRefused``
     for a reasoning setting the model cannot take)."""
     sent: dict[str, Any] = {}
-    reasoning = params.reasoning_effort is not None or params.thinking_budget is not None
-    sampling = fields.sampling or (reasoning and fields.rules.sampling_at(params))
+    sampling = fields.rules.sampling_at(params)
     if sampling:
         sent["temperature"] = params.temperature
         sent["top_p"] = params.top_p
@@ -102,8 +100,7 @@ def chat_params(params: GenerationParams, fields: ChatFields) -> dict[str, Any]:
         sent["logprobs"] = True
     if fields.penalty and params.repetition_penalty is not None:
         sent[fields.penalty] = params.repetition_penalty
-    if reasoning:
-        sent.update(fields.rules.fields(params))
+    sent.update(fields.rules.fields(params))
     return sent
 
 

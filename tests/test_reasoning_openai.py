@@ -398,6 +398,36 @@ async def test_an_open_server_says_what_its_control_cannot_pass_on() -> None:
     assert quiet == []
 
 
+BUDGET_NOTE = (
+    "thinking budget {} sent as thinking_token_budget: honoured only by vLLM started with "
+    "--reasoning-config and ignored by llama.cpp (which takes a budget at launch only, "
+    "--reasoning-budget), so on llama.cpp cells that differ only in their budget are the "
+    "same run"
+)
+
+
+@pytest.mark.parametrize(
+    ("control", "budget", "noted"),
+    [
+        ("reasoning_effort", 2048, True),
+        ("reasoning_effort", 0, True),  # sent as thinking_token_budget 0 too
+        ("chat_template_kwargs", 2048, True),
+        ("chat_template_kwargs", 0, False),  # sent as enable_thinking false, which both take
+    ],
+)
+async def test_a_thinking_budget_on_an_open_server_says_who_honours_it(
+    control: str, budget: int, noted: bool
+) -> None:
+    fake = FakeOpenAI(_thinker, model_ids=("qwen3",))
+    with serving(fake.app()) as srv:
+        async with _model(srv.base_url, "qwen3", "aiohttp", reasoning_control=control) as b:
+            asked = GenerationParams(thinking_budget=budget)
+            notes = b.param_notes(asked)
+            await b.complete(ASK, asked)
+    assert notes == ([BUDGET_NOTE.format(budget)] if noted else [])
+    assert ("thinking_token_budget" in fake.requests[-1]) == noted
+
+
 # -- the embedded llama.cpp server -----------------------------------------------------------
 
 
@@ -434,5 +464,9 @@ async def test_the_embedded_servers_inline_thinking_reaches_the_backend_and_is_s
             b.sent_params(GenerationParams(reasoning_effort="low"))
     assert (out.text, out.reasoning) == (ANSWER, THOUGHT)
     assert len(embedded_on.requests) == 1
-    assert str(refused.value).startswith(f"the embedded model ({LOCAL_MODEL_NAME}) does not reason")
-    assert "drop --reasoning-effort" in str(refused.value)
+    # The same refusal as TGI's and the HF router's (errors.refuse_reasoning), its own reason.
+    assert str(refused.value) == (
+        f"the embedded model ({LOCAL_MODEL_NAME}) does not reason and takes no reasoning effort "
+        "or thinking budget; drop --reasoning-effort and --thinking-budget, or evaluate a "
+        "reasoning model"
+    )

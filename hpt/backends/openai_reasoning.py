@@ -241,6 +241,14 @@ class ReasoningRules:
                 "template switches thinking on or off only (reasoning_control "
                 "chat_template_kwargs)"
             )
+        open_server = self.control in ("reasoning_effort", "chat_template_kwargs")
+        if open_server and "thinking_token_budget" in self.fields(params):
+            notes.append(
+                f"thinking budget {params.thinking_budget} sent as thinking_token_budget: "
+                "honoured only by vLLM started with --reasoning-config and ignored by "
+                "llama.cpp (which takes a budget at launch only, --reasoning-budget), so on "
+                "llama.cpp cells that differ only in their budget are the same run"
+            )
         return notes
 
 

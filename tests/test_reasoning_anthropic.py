@@ -187,11 +187,12 @@ async def test_each_generation_is_sent_its_own_thinking_form(
 
 
 REFUSED = [
-    ("claude-haiku-4-5-20251001", {"reasoning_effort": "medium"}, "raise --max-tokens above 4096"),
+    ("claude-haiku-4-5-20251001", {"reasoning_effort": "medium"},
+     "--max-tokens 1024 is not above effort medium's 4096: raise it above the budget of each"),
     ("claude-haiku-4-5-20251001", {"reasoning_effort": "xhigh", "max_tokens": 40000},
      "takes --reasoning-effort none, low, medium, high, not xhigh"),
     ("claude-haiku-4-5-20251001", {"thinking_budget": 512, "max_tokens": 4000},
-     "at least 1024 tokens"),
+     "below the smallest thinking budget, 1024 tokens"),
     ("claude-haiku-4-5-20251001", {"thinking_budget": 2000},
      "--thinking-budget 2000 with --max-tokens 1024"),
     ("claude-haiku-4-5-20251001", {"thinking_budget": 2000, "reasoning_effort": "low",
@@ -223,6 +224,69 @@ async def test_settings_a_model_cannot_take_are_refused_before_any_call(
                 await b.complete(ASK, GenerationParams(**params))
     assert fake.requests == []
     assert model in str(err.value) and "\n" not in str(err.value)
+
+
+async def test_an_effort_refused_for_its_budget_names_every_effort_so_one_retry_serves() -> None:
+    # A run asking three efforts checks each cell in turn: the first refusal must say what
+    # max_tokens all of them need, not only the first's.
+    fake = _fake()
+    efforts = ("low", "medium", "high")
+    with serving(fake.app()) as srv:
+        async with backend(provider="anthropic", model="claude-haiku-4-5",
+                           endpoints=[srv.root_url]) as b:  # fmt: skip
+            with pytest.raises(SettingRefused) as refused:
+                for effort in efforts:
+                    b.sent_params(GenerationParams(reasoning_effort=effort))
+            for effort in efforts:  # the one retry the message asks for
+                b.sent_params(GenerationParams(reasoning_effort=effort, max_tokens=16385))
+    assert str(refused.value) == (
+        "claude-haiku-4-5 thinks within a token budget, which hpt sets by effort (low 1024, "
+        "medium 4096, high 16384 tokens) and which must be below max_tokens, as max_tokens "
+        "counts the thinking too (https://platform.claude.com/docs/build-with-claude/thinking); "
+        "--max-tokens 1024 is not above effort low's 1024: raise it above the budget of each "
+        "effort you ask"
+    )
+
+
+THINKING = "(https://platform.claude.com/docs/build-with-claude/thinking)"
+
+
+@pytest.mark.parametrize(
+    ("budget", "max_tokens", "says"),
+    [
+        (8192, 4096, "claude-haiku-4-5: --thinking-budget 8192 with --max-tokens 4096: a "
+         f"thinking budget must be below max_tokens, which counts the thinking too {THINKING}; "
+         "raise --max-tokens above 8192 or lower the budget"),
+        (512, 4096, "claude-haiku-4-5: --thinking-budget 512 is below the smallest thinking "
+         f"budget, 1024 tokens {THINKING}; raise it to 1024 or more"),
+        (512, 1024, "claude-haiku-4-5: --thinking-budget 512 is below the smallest thinking "
+         f"budget, 1024 tokens {THINKING}; raise it to 1024 or more and --max-tokens above it"),
+    ],
+)  # fmt: skip
+def test_a_budget_out_of_bounds_is_told_only_the_fix_that_applies(
+    budget: int, max_tokens: int, says: str
+) -> None:
+    with pytest.raises(SettingRefused) as refused:
+        thinking_fields(
+            "claude-haiku-4-5",
+            table_rules("claude-haiku-4-5"),
+            GenerationParams(thinking_budget=budget, max_tokens=max_tokens),
+        )
+    assert str(refused.value) == says
+
+
+def test_a_budget_for_adaptive_thinking_only_cites_the_adaptive_thinking_page() -> None:
+    with pytest.raises(SettingRefused) as refused:
+        thinking_fields(
+            "claude-opus-4-7",
+            table_rules("claude-opus-4-7"),
+            GenerationParams(thinking_budget=2048, max_tokens=4096),
+        )
+    assert str(refused.value) == (
+        "claude-opus-4-7 takes adaptive thinking only, which has no token budget "
+        "(https://platform.claude.com/docs/de/build-with-claude/adaptive-thinking); use "
+        "--reasoning-effort (none, low, medium, high, xhigh, max)"
+    )
 
 
 async def test_the_models_api_capabilities_win_over_the_table() -> None:
@@ -323,6 +387,44 @@ async def test_current_version_says_the_paper_sampling_is_not_sent() -> None:
     _, notes = await _legacy(fake, "claude-haiku-4-5", temperature=1.5, top_p=1.0)
     assert _body(fake)["temperature"] == 1.0
     assert notes == ["temperature 1.5 sent as 1: Anthropic's temperature runs from 0 to 1"]
+
+
+async def test_current_version_does_not_point_a_model_refusing_sampling_to_the_legacy_one() -> None:
+    fake = _fake()
+    with serving(fake.app()) as srv:
+        async with backend(provider="anthropic", model="claude-opus-4-7",
+                           endpoints=[srv.root_url]) as b:  # fmt: skip
+            notes = b.param_notes(GenerationParams())
+    assert notes == [
+        "temperature 0.6 and top_p 0.9 not sent: claude-opus-4-7 takes no sampling parameters "
+        "other than their defaults (https://platform.claude.com/docs/en/about-claude/models/"
+        "whats-new-claude-4-7#sampling-parameters-removed)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("model", "effort", "note"),
+    [
+        ("claude-haiku-4-5", "high", "reasoning effort high sent as a thinking budget of 16384 "
+         "tokens: claude-haiku-4-5 takes no effort setting (hpt's mapping: low 1024, medium "
+         "4096, high 16384 tokens)"),
+        ("claude-opus-4-5", "low", "reasoning effort low sent as a thinking budget of 1024 "
+         "tokens beside effort low: claude-opus-4-5 thinks within a token budget (hpt's "
+         "mapping: low 1024, medium 4096, high 16384 tokens)"),
+        ("claude-opus-4-6", "high", None),  # adaptive: Anthropic's own effort high
+        ("claude-haiku-4-5", "none", None),  # thinking off
+    ],
+)  # fmt: skip
+async def test_an_effort_sent_as_a_budget_is_said_at_the_start(
+    model: str, effort: str, note: str | None
+) -> None:
+    fake = _fake()
+    # The API's own sampling defaults: no sampling note beside the one looked for.
+    asked = GenerationParams(reasoning_effort=effort, max_tokens=20000, temperature=1, top_p=1)
+    with serving(fake.app()) as srv:
+        async with backend(provider="anthropic", model=model, endpoints=[srv.root_url]) as b:
+            notes = b.param_notes(asked)
+    assert notes == ([note] if note else [])
 
 
 # -- the server's rules, through the SDK -------------------------------------------------

@@ -29,6 +29,7 @@ from hpt.backends.anthropic_thinking import (
     rules_for,
     table_rules,
     thinking_fields,
+    thinking_notes,
     thinking_on,
 )
 from hpt.backends.base import Completion, GenerationParams, Message, Usage
@@ -111,14 +112,20 @@ class AnthropicTransport:
         return self._sampling and not fixed and not thinking_on(thinking)
 
     def param_notes(self, params: GenerationParams) -> list[str]:
-        """The sampling settings not sent as asked, and why. (Anthropic's defaults,
-        temperature 1 and top_p 1, need no note when they are not sent.)"""
+        """The settings not sent as asked, and why: the sampling settings (Anthropic's
+        defaults, temperature 1 and top_p 1, need no note when they are not sent) and an
+        effort sent as a thinking budget."""
+        return self._sampling_notes(params) + thinking_notes(self.model, self.rules, params)
+
+    def _sampling_notes(self, params: GenerationParams) -> list[str]:
         sent = self.sent_params(params)
         temperature, top_p = f"temperature {params.temperature:g}", f"top_p {params.top_p:g}"
         if not self._sampling:
             dropped = [s for s, given in ((temperature, params.temperature != 1.0),
                                           (top_p, params.top_p < 1.0)) if given]  # fmt: skip
-            return [f"{' and '.join(dropped)} not sent: {VERSION_RULE}"] if dropped else []
+            # Pinning the legacy version does not help a model that refuses them anyway.
+            why = self._fixed_sampling() or VERSION_RULE
+            return [f"{' and '.join(dropped)} not sent: {why}"] if dropped else []
         notes = []
         if "temperature" in sent and sent["temperature"] != params.temperature:
             notes.append(
@@ -133,12 +140,19 @@ class AnthropicTransport:
 
     def _no_temperature(self) -> str:
         """Why the legacy API version sends no temperature."""
-        if self.rules is not None and self.rules.fixed_sampling:
-            return (
-                f"{self.model} takes no sampling parameters other than their defaults "
-                f"({SAMPLING_REMOVED})"
-            )
-        return f"with thinking on, Claude takes no temperature ({THINKING_PAGE})"
+        return (
+            self._fixed_sampling()
+            or f"with thinking on, Claude takes no temperature ({THINKING_PAGE})"
+        )
+
+    def _fixed_sampling(self) -> str | None:
+        """Why no sampling parameter is sent to a model that refuses them; None: it takes them."""
+        if self.rules is None or not self.rules.fixed_sampling:
+            return None
+        return (
+            f"{self.model} takes no sampling parameters other than their defaults "
+            f"({SAMPLING_REMOVED})"
+        )
 
     def _body(self, messages: list[Message], sent: dict[str, Any]) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in messages if m.role == "system")

@@ -36,6 +36,7 @@ MIN_BUDGET = 1024
 # An effort asked of a model that takes only a budget: hpt's own mapping, as Anthropic
 # documents none. low is the API's smallest budget; each step up quadruples it.
 BUDGET_BY_EFFORT = {"low": 1024, "medium": 4096, "high": 16384}
+MAPPING = ", ".join(f"{effort} {tokens}" for effort, tokens in BUDGET_BY_EFFORT.items())
 
 THINKING_PAGE = "https://platform.claude.com/docs/build-with-claude/thinking"
 EFFORT_PAGE = "https://platform.claude.com/docs/en/build-with-claude/effort"
@@ -230,10 +231,12 @@ def thinking_fields(
         return {"thinking": {"type": "adaptive", **SHOWN}, "output_config": {"effort": effort}}
     tokens = BUDGET_BY_EFFORT[effort]
     if tokens >= params.max_tokens:
+        # Each effort is checked in turn: name the whole mapping, so one retry serves them all.
         raise SettingRefused(
-            f"{model} thinks within a token budget, {tokens} tokens at effort {effort} (hpt's "
-            f"mapping), which must be below max_tokens ({params.max_tokens}, which counts the "
-            f"thinking too): raise --max-tokens above {tokens}"
+            f"{model} thinks within a token budget, which hpt sets by effort ({MAPPING} "
+            "tokens) and which must be below max_tokens, as max_tokens counts the thinking "
+            f"too ({THINKING_PAGE}); --max-tokens {params.max_tokens} is not above effort "
+            f"{effort}'s {tokens}: raise it above the budget of each effort you ask"
         )
     return _with_effort(
         {"thinking": {"type": "enabled", "budget_tokens": tokens, **SHOWN}}, rules, effort
@@ -281,14 +284,20 @@ def _budget(
     if not rules.budget:
         raise SettingRefused(
             f"{model} takes adaptive thinking only, which has no token budget "
-            f"({rules.source}); use --reasoning-effort ({', '.join(rules.efforts_taken())})"
+            f"({ADAPTIVE_PAGE}); use --reasoning-effort ({', '.join(rules.efforts_taken())})"
         )
-    if budget < MIN_BUDGET or budget >= max_tokens:
+    if budget < MIN_BUDGET:
+        # Said once: a budget of 1024 must be below max_tokens too.
+        also = " and --max-tokens above it" if max_tokens <= MIN_BUDGET else ""
+        raise SettingRefused(
+            f"{model}: --thinking-budget {budget} is below the smallest thinking budget, "
+            f"{MIN_BUDGET} tokens ({THINKING_PAGE}); raise it to {MIN_BUDGET} or more{also}"
+        )
+    if budget >= max_tokens:
         raise SettingRefused(
             f"{model}: --thinking-budget {budget} with --max-tokens {max_tokens}: a thinking "
-            f"budget is at least {MIN_BUDGET} tokens and below max_tokens, which counts the "
-            f"thinking too ({THINKING_PAGE}); raise --max-tokens above the budget or set the "
-            f"budget from {MIN_BUDGET} up"
+            f"budget must be below max_tokens, which counts the thinking too "
+            f"({THINKING_PAGE}); raise --max-tokens above {budget} or lower the budget"
         )
     if effort is not None and effort not in rules.efforts:
         raise SettingRefused(
@@ -298,6 +307,23 @@ def _budget(
     return _with_effort(
         {"thinking": {"type": "enabled", "budget_tokens": budget, **SHOWN}}, rules, effort
     )
+
+
+def thinking_notes(model: str, rules: ThinkingRules | None, params: GenerationParams) -> list[str]:
+    """One sentence where ``params``' effort is sent as a thinking budget (a model whose
+    thinking takes the budget form only): hpt's mapping, not Anthropic's effort of that name."""
+    effort = params.reasoning_effort
+    budget_form = rules is not None and rules.budget and not rules.adaptive
+    if not budget_form or params.thinking_budget is not None or effort not in BUDGET_BY_EFFORT:
+        return []
+    assert rules is not None and effort is not None
+    sent = f"a thinking budget of {BUDGET_BY_EFFORT[effort]} tokens"
+    if effort in rules.efforts:  # Opus 4.5 takes the effort too, beside the budget
+        sent, why = f"{sent} beside effort {effort}", "thinks within a token budget"
+    else:
+        why = "takes no effort setting"
+    mapping = f"hpt's mapping: {MAPPING} tokens"
+    return [f"reasoning effort {effort} sent as {sent}: {model} {why} ({mapping})"]
 
 
 def thinking_on(fields: Mapping[str, Any]) -> bool:

@@ -42,10 +42,8 @@ THINKING_PAGE = "https://platform.claude.com/docs/build-with-claude/thinking"
 EFFORT_PAGE = "https://platform.claude.com/docs/en/build-with-claude/effort"
 ADAPTIVE_PAGE = "https://platform.claude.com/docs/de/build-with-claude/adaptive-thinking"
 # Opus 4.7 and later answer non-default temperature, top_p or top_k with a 400.
-SAMPLING_REMOVED = (
-    "https://platform.claude.com/docs/en/about-claude/models/whats-new-claude-4-7"
-    "#sampling-parameters-removed"
-)
+OPUS_4_7_PAGE = "https://platform.claude.com/docs/en/about-claude/models/whats-new-claude-4-7"
+SAMPLING_REMOVED = f"{OPUS_4_7_PAGE}#sampling-parameters-removed"
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,8 @@ OPUS_4_5 = ThinkingRules(True, False, ("low", "medium", "high"), "disabled", EFF
 # 4.6: the budget form still works (deprecated); adaptive with efforts up to max.
 BOTH_FORMS = ThinkingRules(True, True, NO_XHIGH, "disabled", ADAPTIVE_PAGE)
 # Opus 4.7 and 4.8: adaptive only, off unless asked, xhigh added, sampling refused.
-OPUS_4_7 = ThinkingRules(False, True, EFFORTS, "disabled", SAMPLING_REMOVED, fixed_sampling=True)
+# (What changed with Opus 4.7, all on one page: adaptive only, xhigh, sampling removed.)
+OPUS_4_7 = ThinkingRules(False, True, EFFORTS, "disabled", OPUS_4_7_PAGE, fixed_sampling=True)
 # Mythos Preview: adaptive, always on, no xhigh.
 MYTHOS_PREVIEW = ThinkingRules(False, True, NO_XHIGH, None, EFFORT_PAGE, fixed_sampling=True)
 # Fable 5 and Mythos 5: adaptive is the only form, always on.

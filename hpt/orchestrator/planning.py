@@ -29,6 +29,7 @@ from hpt.results.info import TaskInfo
 from hpt.results.records import Cell
 from hpt.results.runfile import DatasetParams, ReasoningParams
 from hpt.results.tally import Tally
+from hpt.structured.engine import without_reasoning
 from hpt.tasks import DatasetError, Sample, Task, resolve_data_dir, task_class
 from hpt.tasks.generation import GenerationTask
 from hpt.types import GenerationParams
@@ -151,15 +152,6 @@ def with_reasoning(
     if not given:
         return params
     return GenerationParams.model_validate({**params.model_dump(exclude_unset=True), **given})
-
-
-def without_reasoning(params: GenerationParams) -> GenerationParams:
-    """``params`` without a cell's reasoning settings: what the run's instruments (judges, the
-    answer extractor) are given."""
-    if params.reasoning_effort is None and params.thinking_budget is None:
-        return params
-    unset = {"reasoning_effort", "thinking_budget"}
-    return GenerationParams.model_validate(params.model_dump(exclude_unset=True, exclude=unset))
 
 
 def _check_programs(spec: RunSpec, laddered: set[str]) -> None:

@@ -33,6 +33,7 @@ from hpt.structured.engine import (
     import_dspy,
     make_lm,
     parse_error_in,
+    without_reasoning,
 )
 from hpt.structured.programs import DspySpec, Module, build_program, examples, save_program, split
 from hpt.structured.runtime import OptimisationError
@@ -175,6 +176,11 @@ class OptimisationJob:
     val_size: int = 0
     parse_counts: dict[str, ParseCounts] = field(default_factory=dict)
 
+    @property
+    def prompt_params(self) -> GenerationParams:
+        """What the instruction proposer is asked with (before DSPy's own settings)."""
+        return without_reasoning(self.gen_params)
+
     def _split(self) -> tuple[list[Sample], list[Sample]]:
         pool = self.task.load_train_pool()
         train, val = split(pool, self.params.train_fraction, self.params.split_seed,
@@ -191,16 +197,18 @@ class OptimisationJob:
         self.train_size, self.val_size = len(train), len(val)
         loop = asyncio.get_running_loop()
 
-        def bind(backend: Backend, purpose: str) -> EngineBinding:
-            return EngineBinding(backend, loop, self.gen_params, self.seed, OPTIMISATION,
-                                 self.meter, purpose=purpose, calls=self.calls)  # fmt: skip
+        def bind(backend: Backend, purpose: str, params: GenerationParams) -> EngineBinding:
+            return EngineBinding(backend, loop, params, self.seed, OPTIMISATION, self.meter,
+                                 purpose=purpose, calls=self.calls)  # fmt: skip
 
         # DSPy logs every trial at INFO, over the run's live display, and every failed call
         # at ERROR; hpt reports the optimisation itself (calls, failures, tokens, the
         # program's file) and stops, in one line, when too many calls failed.
         logging.getLogger("dspy").setLevel(logging.CRITICAL)
-        program_binding = bind(self.model, PROGRAM_ROLE)
-        proposer_binding = bind(self.prompt_model, PROPOSER_ROLE)
+        program_binding = bind(self.model, PROGRAM_ROLE, self.gen_params)
+        # The proposer is an instrument, as a judge is: the run's settings without the
+        # cell's reasoning ones, whatever model it is (the runner checks it so at the start).
+        proposer_binding = bind(self.prompt_model, PROPOSER_ROLE, self.prompt_params)
         try:
             program = await asyncio.to_thread(
                 self._compile, make_lm(program_binding), make_lm(proposer_binding), train, val

@@ -1,5 +1,6 @@
 """What the DSPy strategies share across the samples of a run: one optimisation per
-dataset x model x strategy (single-flight), the program files, and the calls/tokens meters."""
+dataset x model x reasoning setting x strategy (single-flight), the program files, and the
+calls/tokens meters."""
 
 from __future__ import annotations
 
@@ -31,14 +32,15 @@ def _safe(text: str) -> str:
 
 class ProgramStore:
     """Run-wide: the optimised programs (each made once, shared by every sample and mode of
-    its dataset x model), the program files given with ``--program``, and the meters."""
+    its dataset x model x reasoning setting), the program files given with ``--program``,
+    and the meters."""
 
     def __init__(self, out: Path | None, given: Mapping[str, Path] | None = None) -> None:
         self.out = out
         self.given = dict(given or {})
         self._lock = asyncio.Lock()
         self._memo: dict[tuple[str, ...], asyncio.Future[Any]] = {}
-        self.meters: dict[tuple[str, str, str], Meter] = {}
+        self.meters: dict[tuple[str, ...], Meter] = {}
 
     async def once(self, key: tuple[str, ...], make: Callable[[], Awaitable[T]]) -> T:
         """``make()``'s result, computed by the first caller of ``key`` and awaited by the
@@ -51,8 +53,8 @@ class ProgramStore:
         result: T = await asyncio.shield(future)
         return result
 
-    def meter(self, dataset: str, model: str, strategy: str) -> Meter:
-        return self.meters.setdefault((dataset, model, strategy), Meter())
+    def meter(self, cell: tuple[str, ...], strategy: str) -> Meter:
+        return self.meters.setdefault((*cell, strategy), Meter())
 
     @property
     def directory(self) -> Path | None:
@@ -60,8 +62,8 @@ class ProgramStore:
 
     def usage(self) -> dict[str, Any]:
         return {
-            f"{_safe(d)}__{_safe(m)}__{s}": {p: u.model_dump() for p, u in meter.snapshot().items()}
-            for (d, m, s), meter in self.meters.items()
+            _name(key): {p: u.model_dump() for p, u in meter.snapshot().items()}
+            for key, meter in self.meters.items()
         }
 
     def write_usage(self) -> None:
@@ -83,6 +85,13 @@ class ProgramStore:
             raise StorageError("the programs' usage", self.directory / USAGE_FILE, exc) from exc
 
 
+def _name(key: tuple[str, ...]) -> str:
+    """A cell's strategy as file names and usage.json name it: its parts joined by "__"
+    ("gsm8k__openai_gpt-4o__dspy_bfrs", "gsm8k__openai_o3__effort_high__dspy_bfrs")."""
+    *cell, strategy = key
+    return "__".join([*(_safe(part) for part in cell if part), strategy])
+
+
 @dataclass
 class CellRuntime:
     """What a strategy needs beyond one sample: the cell it is in, the run's program store,
@@ -93,12 +102,20 @@ class CellRuntime:
     store: ProgramStore = field(default_factory=lambda: ProgramStore(None))
     prompt_model: Backend | None = None
     epoch: int = 0
+    # The cell's reasoning settings (``Cell.reasoning_label``: "effort high"; "" where it has
+    # none). Cells of other settings ask the model otherwise: each optimises its own program,
+    # under its own file and meter; "" keeps the names runs saved before.
+    reasoning: str = ""
+
+    @property
+    def cell(self) -> tuple[str, ...]:
+        return self.dataset, self.model, self.reasoning
 
     def program_file(self, strategy: str) -> Path | None:
         directory = self.store.directory
         if directory is None:
             return None
-        return directory / f"{_safe(self.dataset)}__{_safe(self.model)}__{strategy}.json"
+        return directory / f"{_name((*self.cell, strategy))}.json"
 
     def given_program(self, strategy: str) -> Path | None:
         """The ``--program`` file for ``strategy`` in this cell: ``STRATEGY:DATASET=FILE``
@@ -107,7 +124,7 @@ class CellRuntime:
         return given.get(f"{strategy}:{self.dataset}") or given.get(strategy)
 
     def meter(self, strategy: str) -> Meter:
-        return self.store.meter(self.dataset, self.model, strategy)
+        return self.store.meter(self.cell, strategy)
 
     async def once(self, strategy: str, make: Callable[[], Awaitable[T]]) -> T:
-        return await self.store.once((self.dataset, self.model, strategy), make)
+        return await self.store.once((*self.cell, strategy), make)

@@ -19,6 +19,8 @@ from pydantic import ValidationError
 from rich.console import Console
 
 import hpt
+from hpt.backends.errors import SettingRefused
+from hpt.backends.managed import ManagedBackend
 from hpt.cli.progress import (
     RichProgress,
     cells_table,
@@ -26,6 +28,7 @@ from hpt.cli.progress import (
     truncation_warning,
 )
 from hpt.orchestrator.planning import plan_cells
+from hpt.orchestrator.runner import ROLE_FLAGS, Given, settings_notes
 from hpt.orchestrator.scheduling import _interleave
 from hpt.orchestrator.spec import RunSpec
 from hpt.reports.truncation import TRUNCATION_WARNING_SHARE
@@ -34,7 +37,7 @@ from hpt.results.records import Attempt, Call, SampleRecord
 from hpt.results.tally import Summary, Tally
 from hpt.types import GenerationParams, Usage
 from tests.backend_helpers import FAST_RETRY, serving
-from tests.servers.answer_key import KeyedResponder
+from tests.servers.answer_key import KeyedResponder, strategy_of
 from tests.servers.openai_compat import FakeOpenAI, Reply, ServerThread
 from tests.test_cli import assert_user_error
 from tests.test_cli import hpt as run_hpt
@@ -525,3 +528,121 @@ def test_the_truncation_line_comes_from_a_tenth_of_a_cells_attempts_on() -> None
         "40% of attempts and selector turns in gsm8k · thinker · adaptive (4 of 10) were cut "
         "off at the token limit (max_tokens 1024), and 1 more cell at 10% or more;"
     )
+
+
+def _helpers_config(url: str) -> str:
+    """o3-mini evaluated at effort high, gpt-4o (no reasoning model) as its selector and
+    knowledge model, both as api.openai.com takes them."""
+    models = "".join(
+        f"  {name}:\n    provider: openai\n    model: {model}\n    endpoints: ['{url}']\n"
+        f"    reasoning_control: openai\n    repetition_penalty_field: null\n"
+        for name, model in (("o3", "o3-mini"), ("helper", "gpt-4o"))
+    )
+    return (
+        "run:\n  dataset: boolq\n  model: o3\n  reasoning_effort: high\n"
+        "  mode: [standard, adaptive]\n  strategies: [role, generated_knowledge]\n"
+        "  selector_model: helper\n  knowledge_model: helper\n"
+        f"models:\n{models}"
+    )
+
+
+def test_a_selector_and_knowledge_model_apart_ask_without_the_cells_effort(
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path
+) -> None:
+    """A selector or knowledge model that is not the evaluated model gets the run's settings
+    without the cell's effort: a model that takes none (gpt-4o) refused the whole run in
+    words naming neither its role nor its flag."""
+    keyed = KeyedResponder(boolq_answers, "generated_knowledge")
+
+    def respond(body: dict[str, Any]) -> str:
+        if body["model"] == "gpt-4o":  # the helper: knowledge, or the selector's level
+            return keyed(body) if strategy_of(body) == "knowledge" else "2"
+        return keyed(body)
+
+    fake = FakeOpenAI(respond, model_ids=("o3-mini", "gpt-4o"), openai_rules=True)
+    with serving(fake.app()) as server:
+        (tmp_path / "run.yaml").write_text(_helpers_config(server.base_url))
+        out = tmp_path / "run"
+        result = run_hpt("run", "--config", "run.yaml", "--data-dir", str(data_dir),
+                         "--out", str(out), "--limit", "2", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    helper = [b for b in fake.requests if b["model"] == "gpt-4o"]
+    kinds = Counter("knowledge" if strategy_of(b) == "knowledge" else "select" for b in helper)
+    assert kinds["knowledge"] > 0 and kinds["select"] > 0
+    assert all("reasoning_effort" not in b for b in helper)
+    evaluated = [b for b in fake.requests if b["model"] == "o3-mini"]
+    assert evaluated and all(b["reasoning_effort"] == "high" for b in evaluated)
+    for r in _records(out):
+        assert r.reasoning_effort == "high" and r.resolved_level is not None
+
+
+async def test_the_evaluated_model_as_its_own_selector_gets_the_cells_effort(
+    monkeypatch: pytest.MonkeyPatch, boolq_answers: dict[str, str], data_dir: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    keyed = KeyedResponder(boolq_answers, "role")
+
+    def respond(body: dict[str, Any]) -> str:
+        last = body["messages"][-1]["content"]
+        return "1" if last.startswith("Choose the most effective") else keyed(body)
+
+    fake = FakeOpenAI(respond)
+    with serving(fake.app()) as server:
+        await hpt.evaluate(
+            datasets="boolq", models="openai:test-model", base_url=server.base_url, limit=2,
+            reasoning_effort=["low", "high"], mode="adaptive", strategies=["role"],
+            data_dir=data_dir, out=tmp_path / "run", retry=FAST_RETRY, cache=False,
+        )  # fmt: skip
+    turns = [(r.reasoning_effort, s.call) for r in _records(tmp_path / "run")
+             for s in r.selections]  # fmt: skip
+    assert len(turns) == 4
+    for effort, call in turns:
+        assert call is not None and call.params is not None
+        assert call.params["reasoning_effort"] == effort
+
+
+class _Unsaid:
+    """A plugin transport that says neither what it sends nor what it drops, and one that
+    refuses every reasoning setting."""
+
+    provider, model, endpoint = "plugin", "quiet-1", "http://127.0.0.1:9"
+
+    def __init__(self, refuses: bool = False) -> None:
+        if refuses:
+            self.sent_params = self._refuse
+
+    def _refuse(self, params: GenerationParams) -> dict[str, Any]:
+        if params.reasoning_effort is not None or params.logprobs:
+            raise SettingRefused(f"{self.model} takes no reasoning effort nor logprobs")
+        return {}
+
+
+def _managed(label: str, refuses: bool = False) -> ManagedBackend:
+    return ManagedBackend(_Unsaid(refuses), label=label)  # type: ignore[arg-type]
+
+
+def test_the_start_check_names_the_role_that_refuses_and_the_unsaid_settings() -> None:
+    high = GenerationParams(reasoning_effort="high")
+    plain = GenerationParams()
+    quiet = _managed("quiet")
+    notes = settings_notes([Given(quiet, high), Given(quiet, high.model_copy(
+        update={"max_tokens": 64})), Given(quiet, plain)])  # fmt: skip
+    # A transport that does not say what it sends: said once, for the settings it is given.
+    assert notes == [
+        "quiet: its transport does not say what it sends; the reasoning settings are passed "
+        "on as GenerationParams.reasoning_effort and thinking_budget, unchecked"
+    ]
+    assert settings_notes([Given(quiet, plain)]) == []
+    strict = _managed("strict", refuses=True)
+    for role, flag in ROLE_FLAGS.items():
+        with pytest.raises(SettingRefused) as refused:
+            settings_notes([Given(strict, plain), Given(strict, plain.model_copy(
+                update={"logprobs": True}), role)])  # fmt: skip
+        assert str(refused.value) == (
+            f"the {role} strict ({flag}): quiet-1 takes no reasoning effort nor logprobs"
+        )
+    # The evaluated model's own refusal is said as it is, before any role's.
+    with pytest.raises(SettingRefused) as refused:
+        settings_notes([Given(strict, high, "selector model"), Given(strict, high)])
+    assert str(refused.value) == "quiet-1 takes no reasoning effort nor logprobs"

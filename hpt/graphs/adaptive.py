@@ -15,6 +15,7 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from hpt.backends import Backend, BackendError, FatalBackendError, Message
+from hpt.graphs.context import helper_params
 from hpt.graphs.node import LadderRuntime, attempt_ends_climb, cache_seed, strategy_node
 from hpt.graphs.selector_reader import parse_level
 from hpt.graphs.state import LadderState
@@ -76,8 +77,9 @@ def build_adaptive(
         messages = [Message(role="user", content=prompt)]
         iteration = len(selections) + 1
         seed = cache_seed(sample.id, runtime.epoch, state.get("draw", 0)) + f"#select{iteration}"
+        params = helper_params(runtime.params, selector_model, runtime.model)
         try:
-            result = await selector_model.complete(messages, runtime.params, cache_seed=seed)
+            result = await selector_model.complete(messages, params, cache_seed=seed)
         except FatalBackendError:
             raise
         except BackendError as exc:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.prompts import FieldValue
 from hpt.results.records import Attempt, Call, Reading
+from hpt.structured.engine import without_reasoning
 from hpt.tasks import Sample, Task
 
 if TYPE_CHECKING:
@@ -25,6 +26,15 @@ class NoParams(BaseModel):
 
 
 P = TypeVar("P", bound=BaseModel)
+
+
+def helper_params(params: GenerationParams, helper: Backend, model: Backend) -> GenerationParams:
+    """What a model helping the climb (the knowledge model, the adaptive selector) is asked
+    with, given the cell's ``params`` and its evaluated ``model``: the cell's settings,
+    reasoning included, where it is that model itself; else the run's without the cell's
+    reasoning settings, which are the evaluated model's dimension (and which a model that
+    does not reason would refuse)."""
+    return params if helper is model else without_reasoning(params)
 
 
 class NoAnswer(Exception):
@@ -59,6 +69,11 @@ class StrategyContext:
     # Readings the strategy makes beside the task's, by name (DSPy's "first_reply" when its
     # adapter fell back); the attempt records them with its alternatives.
     alternatives: dict[str, Reading] = field(default_factory=dict)
+
+    @property
+    def knowledge_params(self) -> GenerationParams:
+        """What the knowledge model is asked with (``helper_params``)."""
+        return helper_params(self.params, self.knowledge_model, self.model)
 
     def params_as(self, kind: type[P]) -> P:
         """The strategy's parameters as the model it registered (defaults when unset)."""

@@ -110,7 +110,7 @@ class GeneratedKnowledgeParams(BaseModel):
 async def generated_knowledge(ctx: StrategyContext) -> str:
     n = ctx.params_as(GeneratedKnowledgeParams).candidates
     prompt = _user(ctx.render("generated_knowledge", "knowledge"))
-    with_logprobs = ctx.params.model_copy(update={"logprobs": True})
+    with_logprobs = ctx.knowledge_params.model_copy(update={"logprobs": True})
     candidates = [
         await ctx.draw(
             prompt,

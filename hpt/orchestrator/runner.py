@@ -9,14 +9,14 @@ import contextlib
 import copy
 import errno
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from hpt import __version__
-from hpt.backends import ResponseCache
+from hpt.backends import ResponseCache, SettingRefused
 from hpt.backends.base import GenerationParams
 from hpt.backends.managed import ManagedBackend
 from hpt.errors import StorageError
@@ -27,6 +27,7 @@ from hpt.graphs import (
     resolve_strategies,
 )
 from hpt.graphs.adaptive import build_adaptive
+from hpt.graphs.context import helper_params
 from hpt.graphs.walk import GraphWalker
 from hpt.orchestrator.models import ModelBackends
 from hpt.orchestrator.observer import RunObserver, SilentObserver
@@ -37,7 +38,6 @@ from hpt.orchestrator.planning import (
     described,
     generation_params,
     plan_cells,
-    without_reasoning,
 )
 from hpt.orchestrator.resume import load_saved_spec, read_back
 from hpt.orchestrator.scheduling import climb_all, collector_for_climb, outlast_cancellation
@@ -47,6 +47,7 @@ from hpt.results.rundir import SAMPLES, SPEC, SUMMARY
 from hpt.results.runfile import DatasetParams, RunSummary
 from hpt.results.store import RunStore
 from hpt.results.tally import Summary
+from hpt.structured.engine import without_reasoning
 from hpt.structured.runtime import CellRuntime, ProgramStore
 from hpt.tasks.extractor import AnswerExtractor
 
@@ -150,34 +151,45 @@ async def _run_locked(
         async def backend(name: str) -> ManagedBackend:
             return await backends.open(spec.resolve(name))
 
-        # Judges and the answer extractor are instruments, not the evaluated model: they are
-        # given the run's settings without a cell's reasoning effort or thinking budget (the
-        # spec keeps those as dimensions, never in its params), so every cell is measured by
-        # the same instrument. The knowledge model and the adaptive selector are part of the
-        # climb evaluated: they get the cell's settings, reasoning included.
-        extractor = (
-            AnswerExtractor(await backend(spec.extractor_model), spec.params)
-            if spec.extractor_model
-            else None
-        )
-        # The backends given each cell's settings, checked before anything is written.
-        given: list[tuple[ManagedBackend, GenerationParams]] = []
+        # Judges, the answer extractor and MIPROv2's instruction proposer are instruments, not
+        # the evaluated model: they are given the run's settings without a cell's reasoning
+        # effort or thinking budget (the spec keeps those as dimensions, never in its params),
+        # so every cell is measured by the same instrument. The knowledge model and the
+        # adaptive selector are part of the climb evaluated: the cell's settings, reasoning
+        # included, where they are the evaluated model itself; a model of their own is not
+        # the one evaluated at those settings and gets them without (helper_params).
+        # The backends and the settings each is given, checked before anything is written.
+        given: list[Given] = []
+        extractor = None
+        if spec.extractor_model:
+            extracting = await backend(spec.extractor_model)
+            extractor = AnswerExtractor(extracting, spec.params)
+            given.append(Given(extracting, extractor.params, "extractor model"))
         for p in plans:
             model = p.model = await backend(p.model_name)
             knowledge = await backend(spec.knowledge_model) if spec.knowledge_model else model
-            given.append((model, p.params))
-            if ladder_needs(p.strategies, p.args).logprobs:
+            given.append(Given(model, p.params))
+            needs = ladder_needs(p.strategies, p.args)
+            if needs.logprobs:
                 # Generated knowledge: its knowledge model is asked with logprobs.
-                given.append((knowledge, p.params.model_copy(update={"logprobs": True})))
+                asked = helper_params(p.params, knowledge, model)
+                given.append(Given(knowledge, asked.model_copy(update={"logprobs": True}),
+                                   "knowledge model"))  # fmt: skip
             if p.task.needs_judge:  # each cell its own judge: by default its evaluated model
                 p.task = copy.copy(p.task)
                 judge = await backend(spec.judge_model or p.model_name)
                 p.task.bind_judge(judge, without_reasoning(p.params))
+                # Its notes unsaid: a judge asks at its own temperature, not these params'.
+                given.append(Given(judge, without_reasoning(p.params), "judge model", said=False))
             # The instruction proposer (MIPROv2's): opened only for a ladder whose strategies
             # (or those they wrap) register that they need it.
             proposer = model
-            if spec.prompt_model and ladder_needs(p.strategies, p.args).prompt_model:
-                proposer = await backend(spec.prompt_model)
+            if needs.prompt_model:
+                if spec.prompt_model:
+                    proposer = await backend(spec.prompt_model)
+                given.append(Given(proposer, without_reasoning(p.params), "prompt model"))
+            cell = CellRuntime(p.cell.dataset, p.cell.model, programs, proposer, spec.epoch,
+                               reasoning=p.cell.reasoning_label)  # fmt: skip
             runtime = LadderRuntime(
                 p.task,
                 model,
@@ -188,11 +200,12 @@ async def _run_locked(
                 extractor=extractor,
                 share_completions=spec.share_completions,
                 strategy_args=p.args,
-                run=CellRuntime(p.cell.dataset, p.cell.model, programs, proposer, spec.epoch),
+                run=cell,
             )
             if p.cell.mode == "adaptive":
                 selector = await backend(spec.selector_model) if spec.selector_model else model
-                given.append((selector, p.params))
+                asked = helper_params(p.params, selector, model)
+                given.append(Given(selector, asked, "selector model"))
                 graph = build_adaptive(p.strategies, runtime, selector)
             else:
                 graph = build_ladder(p.strategies, runtime)
@@ -262,20 +275,61 @@ async def _run_locked(
     return RunResult(out, result.cells, complete, generation=saved.generation)
 
 
-def settings_notes(given: list[tuple[ManagedBackend, GenerationParams]]) -> list[str]:
+# The flag that names each model a run gives a part besides the evaluated one.
+ROLE_FLAGS = {
+    "knowledge model": "--knowledge-model",
+    "selector model": "--selector-model",
+    "judge model": "--judge-model",
+    "extractor model": "--extractor-model",
+    "prompt model": "--prompt-model",
+}
+# Said of a model given a reasoning setting by a transport without ``sent_params`` (a
+# plugin's): nothing checked the setting, and nothing says how it goes on the wire.
+UNSAID = ("its transport does not say what it sends; the reasoning settings are passed on as "
+          "GenerationParams.reasoning_effort and thinking_budget, unchecked")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Given:
+    """A backend and settings a run gives it. ``role``: the part it plays (``ROLE_FLAGS``)
+    where it is not asked as the evaluated model; ``said``: whether what it does not send as
+    asked is said at the start."""
+
+    backend: ManagedBackend
+    params: GenerationParams
+    role: str | None = None
+    said: bool = True
+
+
+def settings_notes(given: Sequence[Given]) -> list[str]:
     """Check that each backend can take the settings it is given, before any call: a setting
-    its model cannot take raises ``SettingRefused`` (the run stops with its one line). What it
-    sends otherwise than asked (a paper setting a reasoning model does not take): one
-    ``MODEL: SENTENCE`` per distinct sentence, to be said once at the start."""
+    its model cannot take raises ``SettingRefused`` (the run stops with its one line, naming
+    the role and its flag where the model plays one). What it sends otherwise than asked (a
+    paper setting a reasoning model does not take): one ``MODEL: SENTENCE`` per distinct
+    sentence, to be said once at the start."""
     notes: dict[str, None] = {}
     checked: set[tuple[int, str]] = set()
-    for backend, params in given:
-        key = (id(backend), params.model_dump_json())
+    # The evaluated models first: a setting refused to one is its own, whatever else it plays.
+    for g in sorted(given, key=lambda g: (g.role is not None, not g.said)):
+        key = (id(g.backend), g.params.model_dump_json())
         if key in checked:
             continue
         checked.add(key)
-        backend.sent_params(params)
-        notes.update(dict.fromkeys(f"{backend.name}: {n}" for n in backend.param_notes(params)))
+        try:
+            sent = g.backend.sent_params(g.params)
+        except SettingRefused as exc:
+            if g.role is None:
+                raise
+            raise SettingRefused(
+                f"the {g.role} {g.backend.name} ({ROLE_FLAGS[g.role]}): {exc}"
+            ) from exc
+        if not g.said:
+            continue
+        said = g.backend.param_notes(g.params)
+        reasoning = g.params.reasoning_effort is not None or g.params.thinking_budget is not None
+        if sent is None and reasoning:
+            said = [*said, UNSAID]
+        notes.update(dict.fromkeys(f"{g.backend.name}: {n}" for n in said))
     return list(notes)
 
 

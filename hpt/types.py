@@ -17,7 +17,8 @@ CUT_OFF = frozenset({"length", "max_tokens"})
 
 # The reasoning efforts a run may ask for: OpenAI's ``reasoning_effort`` values and Anthropic's
 # ``output_config.effort`` ones ("max"); each provider takes the ones its model takes
-# (hpt.backends.openai_reasoning, hpt.backends.anthropic_thinking) and refuses the others before any call.
+# (hpt.backends.openai_reasoning, hpt.backends.anthropic_thinking) and refuses the others
+# before any call.
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 REASONING_EFFORTS: tuple[str, ...] = ReasoningEffort.__args__  # type: ignore[attr-defined]
 
@@ -60,6 +61,16 @@ class GenerationParams(BaseModel):
     # provider's default. Each provider maps them to its model's own form (or refuses them).
     reasoning_effort: ReasoningEffort | None = Field(None, exclude_if=unset)
     thinking_budget: int | None = Field(None, ge=0, exclude_if=unset)
+
+    def without_reasoning(self) -> GenerationParams:
+        """These settings without a cell's reasoning settings (effort, thinking budget): what
+        a run's instruments are given -- judges, the answer extractor, MIPROv2's instruction
+        proposer -- so every cell is measured alike, and what a model other than the
+        evaluated one is given. The same object where it has none."""
+        if self.reasoning_effort is None and self.thinking_budget is None:
+            return self
+        dropped = {"reasoning_effort", "thinking_budget"}
+        return GenerationParams.model_validate(self.model_dump(exclude_unset=True, exclude=dropped))
 
 
 class Usage(BaseModel):

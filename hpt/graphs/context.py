@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict
 from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.prompts import FieldValue
 from hpt.results.records import Attempt, Call, Reading
-from hpt.structured.engine import without_reasoning
 from hpt.tasks import Sample, Task
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ def helper_params(params: GenerationParams, helper: Backend, model: Backend) -> 
     reasoning included, where it is that model itself; else the run's without the cell's
     reasoning settings, which are the evaluated model's dimension (and which a model that
     does not reason would refuse)."""
-    return params if helper is model else without_reasoning(params)
+    return params if helper is model else params.without_reasoning()
 
 
 class NoAnswer(Exception):

@@ -29,7 +29,6 @@ from hpt.results.info import TaskInfo
 from hpt.results.records import Cell
 from hpt.results.runfile import DatasetParams, ReasoningParams
 from hpt.results.tally import Tally
-from hpt.structured.engine import without_reasoning
 from hpt.tasks import DatasetError, Sample, Task, resolve_data_dir, task_class
 from hpt.tasks.generation import GenerationTask
 from hpt.types import GenerationParams
@@ -195,7 +194,7 @@ def generation_params(plans: list[CellPlan]) -> dict[str, DatasetParams]:
     setting a model cannot take raises ``SettingRefused``."""
     out: dict[str, DatasetParams] = {}
     for p in plans:
-        plain = without_reasoning(p.params)
+        plain = p.params.without_reasoning()
         used = out.setdefault(p.cell.dataset, DatasetParams(asked=plain))
         if p.model is not None:
             used.sent[p.cell.model] = p.model.sent_params(plain)

@@ -47,7 +47,6 @@ from hpt.results.rundir import SAMPLES, SPEC, SUMMARY
 from hpt.results.runfile import DatasetParams, RunSummary
 from hpt.results.store import RunStore
 from hpt.results.tally import Summary
-from hpt.structured.engine import without_reasoning
 from hpt.structured.runtime import CellRuntime, ProgramStore
 from hpt.tasks.extractor import AnswerExtractor
 
@@ -178,16 +177,16 @@ async def _run_locked(
             if p.task.needs_judge:  # each cell its own judge: by default its evaluated model
                 p.task = copy.copy(p.task)
                 judge = await backend(spec.judge_model or p.model_name)
-                p.task.bind_judge(judge, without_reasoning(p.params))
+                p.task.bind_judge(judge, p.params.without_reasoning())
                 # Its notes unsaid: a judge asks at its own temperature, not these params'.
-                given.append(Given(judge, without_reasoning(p.params), "judge model", said=False))
+                given.append(Given(judge, p.params.without_reasoning(), "judge model", said=False))
             # The instruction proposer (MIPROv2's): opened only for a ladder whose strategies
             # (or those they wrap) register that they need it.
             proposer = model
             if needs.prompt_model:
                 if spec.prompt_model:
                     proposer = await backend(spec.prompt_model)
-                given.append(Given(proposer, without_reasoning(p.params), "prompt model"))
+                given.append(Given(proposer, p.params.without_reasoning(), "prompt model"))
             cell = CellRuntime(p.cell.dataset, p.cell.model, programs, proposer, spec.epoch,
                                reasoning=p.cell.reasoning_label)  # fmt: skip
             runtime = LadderRuntime(

@@ -217,17 +217,6 @@ def request_params(base: GenerationParams, config: Any) -> GenerationParams:
     return base.model_copy(update=update) if update else base
 
 
-def without_reasoning(params: GenerationParams) -> GenerationParams:
-    """``params`` without a cell's reasoning settings (effort, thinking budget): what the
-    run's instruments are given -- judges, the answer extractor, MIPROv2's instruction
-    proposer -- so every cell is measured alike, and what a model other than the evaluated
-    one is given. The same object where it has none."""
-    if params.reasoning_effort is None and params.thinking_budget is None:
-        return params
-    unset = {"reasoning_effort", "thinking_budget"}
-    return GenerationParams.model_validate(params.model_dump(exclude_unset=True, exclude=unset))
-
-
 def to_response(request: Any, result: Completion) -> Any:
     lm15 = dspy_module("lm15")
     finish = (

@@ -33,7 +33,6 @@ from hpt.structured.engine import (
     import_dspy,
     make_lm,
     parse_error_in,
-    without_reasoning,
 )
 from hpt.structured.programs import DspySpec, Module, build_program, examples, save_program, split
 from hpt.structured.runtime import OptimisationError
@@ -179,7 +178,7 @@ class OptimisationJob:
     @property
     def prompt_params(self) -> GenerationParams:
         """What the instruction proposer is asked with (before DSPy's own settings)."""
-        return without_reasoning(self.gen_params)
+        return self.gen_params.without_reasoning()
 
     def _split(self) -> tuple[list[Sample], list[Sample]]:
         pool = self.task.load_train_pool()

@@ -123,18 +123,18 @@ def _cut_off_answers(reply: str, given: list[str]) -> ServerThread:
 @pytest.mark.parametrize(
     ("reply", "shown", "parsed", "detail"),
     [
-        # Cut off mid-word: the extractor is shown the whole part only.
+        # Cut off mid-word: the rule reader reads the whole part, for the record.
         (
             "The passage says so plainly.\nThe answer is True.\nOn second thought, Fal",
-            "The passage says so plainly.\nThe answer is True.\n",
+            None,
             "True",
             "cut off",
         ),
-        # Cut off repeating itself: nothing to read, the extractor is not asked.
+        # Cut off repeating itself: nothing to read.
         ("Let me see.\n" + "The answer is True.\n" * 12 + "The ans", None, None, "repeating loop"),
     ],
 )
-def test_the_extractor_reads_a_cut_off_reply_as_the_rule_reader_does(
+def test_the_extractor_is_not_asked_about_a_cut_off_reply(
     data_dir: Path, tmp_path: Path, reply: str, shown: str | None, parsed: str | None,
     detail: str,
 ) -> None:  # fmt: skip
@@ -154,7 +154,9 @@ def test_the_extractor_reads_a_cut_off_reply_as_the_rule_reader_does(
     assert given == ([] if shown is None else [shown])
     assert [c["purpose"] for c in attempt["calls"]] == ["answer"] + ["extract"] * len(given)
     assert attempt["parsed"] == parsed
-    assert attempt["detail"].startswith(detail + ": ")
+    # Unresolved because cut off, whatever it reads: an extractor's call would change nothing.
+    assert attempt["detail"].startswith(detail + ": ") and not attempt["resolved"]
+    assert attempt["truncated"] == "answer" and "truncated" in attempt["detail"]
 
 
 def test_reading_summary_by_hand() -> None:

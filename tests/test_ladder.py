@@ -199,6 +199,8 @@ class Voters:
         # A draw cut off at the token limit does not vote, whatever it reads.
         (["CUT:O", "CUT:O", "G", "G", "O"], True, "'G': 2, 'O': 1; unreadable: 0; cut off: 2"),
         (["CUT:G"] * 5, False, "none; unreadable: 0; cut off: 5"),
+        # The attempt is the winner's first draw, not a later cut one with the same text.
+        (["G", "G", "CUT:G", "O", "O"], True, "'G': 2, 'O': 2; unreadable: 0; cut off: 1"),
     ],
 )
 async def test_self_consistency_votes(

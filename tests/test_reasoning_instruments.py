@@ -90,6 +90,31 @@ def test_the_depthqa_judge_is_read_by_its_answer_not_its_thinking(tmp_path: Path
             assert "[RESULT]" not in r["feedback"]
 
 
+def test_a_depthqa_answer_cut_off_scores_by_rule_without_a_judge(tmp_path: Path) -> None:
+    """An answer cut off at the token limit resolves nothing, whatever a judge would say:
+    like an empty one, it scores the rubric's lowest by rule and no judge is asked."""
+    judged: list[str] = []
+
+    def script(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        if messages[0]["content"].startswith(JUDGE):
+            judged.append(messages[-1]["content"])
+            return Reply("Feedback: right. [RESULT] 5")
+        depth = _depth_of_question(messages[-1]["content"])
+        return Reply(f"<think>Short.</think>answer at depth {depth}, and", cut=depth == 2)
+
+    graph = write_graph(tmp_path / "graph")
+    with serving(reasoning_app(script)) as server:
+        evaluate(tmp_path / "run", server.base_url, dataset="depthqa", strategies=["role"],
+                 task_args={"depthqa": {"graph": str(graph)}})  # fmt: skip
+    recs = {r["depth"]: r for r in records(tmp_path / "run")}
+    assert {d: r["judge_score"] for d, r in recs.items()} == {1: 5, 2: 1, 3: 5}
+    [cut] = recs[2]["attempts"]
+    assert (cut["truncated"], cut["resolved"]) == ("answer", False)
+    assert "score 1/5 by rule (the judge was not asked)" in cut["detail"]
+    assert not any("answer at depth 2" in prompt for prompt in judged)
+
+
 # -- the answer extractor -----------------------------------------------------------------------
 
 ASKED = "What final answer does the response give?"
@@ -209,6 +234,26 @@ def test_a_selector_cut_off_while_thinking_did_not_hallucinate(
     assert result.summary.selector_turns == 3
     assert result.summary.hallucinations == 0
     assert result.summary.selector_truncated == 1
+
+
+def test_a_selector_cut_off_after_naming_a_level_chose_it(data_dir: Path, tmp_path: Path) -> None:
+    """A selector reply cut off at the token limit after it named a level chose that level:
+    the turn is a choice, neither truncated nor a hallucination."""
+    _, samples = chosen("gsm8k", data_dir, 1)
+
+    def script(body: dict[str, Any]) -> Reply:
+        sample = sample_of(body, samples)
+        if SELECT not in body["messages"][-1]["content"]:
+            return Reply(f"<think>{thought('So.')}</think>**{sample.target}**")
+        return Reply("<think>The first will do.</think>Level 1, because it is", cut=True)
+
+    with serving(reasoning_app(script)) as server:
+        result = evaluate(tmp_path / "run", server.base_url, dataset="gsm8k", data_dir=data_dir,
+                          limit=1, mode="adaptive")  # fmt: skip
+    [record] = records(tmp_path / "run")
+    assert [(t["level"], t.get("truncated", False)) for t in record["selections"]] == [(1, False)]
+    assert record["resolved_level"] == 1
+    assert (result.summary.selector_truncated, result.summary.hallucinations) == (0, 0)
 
 
 # -- DSPy's adapter -----------------------------------------------------------------------------

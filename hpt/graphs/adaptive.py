@@ -87,8 +87,9 @@ def build_adaptive(
             return {"selections": [turn]}
         call = Call.of("select", selector_model.name, messages, result)
         level = parse_level(result.text, m, labels)
+        # A reply cut off after it named a level chose it; one cut before chose nothing.
         turn = Selection(iteration=iteration, answer=result.text, level=level, call=call,
-                         truncated=result.truncated)  # fmt: skip
+                         truncated=result.truncated and level is None)  # fmt: skip
         return {"selections": [turn]}
 
     async def route(state: LadderState) -> str:  # a coroutine: see hpt.graphs.ladder._outcome

@@ -68,6 +68,10 @@ class StrategyContext:
     # Readings the strategy makes beside the task's, by name (DSPy's "first_reply" when its
     # adapter fell back); the attempt records them with its alternatives.
     alternatives: dict[str, Reading] = field(default_factory=dict)
+    # The call the strategy's answer comes from, where no call's completion is that answer as
+    # it stands (self-consistency's winning draw): whether it was cut off at the token limit
+    # is the attempt's (hpt.graphs.node.truncation).
+    answer_call: Call | None = None
 
     @property
     def knowledge_params(self) -> GenerationParams:

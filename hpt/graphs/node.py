@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from hpt.backends import Backend, BackendError, FatalBackendError, GenerationParams
 from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import STRATEGIES, NoAnswer, StrategyContext
-from hpt.results.records import Attempt, Call, Truncation
+from hpt.results.records import Attempt, Call, Reading, Truncation
 from hpt.results.scoring import unjudged
 from hpt.tasks import Check, Sample, Task
 from hpt.tasks.cutoff import noted
@@ -104,8 +104,8 @@ def strategy_node(
         try:
             completion = await fn(ctx)
             # Before the reading: an extractor's or a judge's calls are not the answer's.
-            cut = truncation(completion, ctx.calls)
-            check = await _read(runtime, ctx, completion)
+            cut = truncation(completion, ctx.calls, ctx.answer_call)
+            check = await _read(runtime, ctx, completion, cut)
         except FatalBackendError:
             raise
         except BackendError as exc:
@@ -114,26 +114,23 @@ def strategy_node(
             # A structured strategy cut off at the token limit parses nothing: say why.
             cut = ctx.calls[-1].truncation if ctx.calls else None
             why = str(exc) if cut is None else noted(str(exc), TRUNCATED[cut])
-            outcome = {"detail": why, "alternatives": ctx.alternatives, "truncated": cut}
+            outcome = {"detail": why, "alternatives": _unresolved(ctx.alternatives, cut),
+                       "truncated": cut}  # fmt: skip
         else:
             ctx.notes.update(check.notes)
-            alternatives = {**check.alternatives, **ctx.alternatives}
             detail: str | None = check.detail
             if cut is not None:
-                # Cut off at the token limit, the answer is unfinished or missing: whatever a
-                # reader reads in it, it did not resolve the sample (no reader's either, or
-                # the readers' comparison would count the cut as their disagreement).
-                alternatives = {k: r.model_copy(update={"resolved": False})
-                                for k, r in alternatives.items()}  # fmt: skip
                 # Cut before any answer, the reader's own reason (it read nothing) says less.
                 detail = TRUNCATED[cut] if cut == "thinking" else noted(detail, TRUNCATED[cut])
             outcome = {
                 "completion": completion,
                 "parsed": check.parsed,
+                # Cut off at the token limit, the answer is unfinished or missing: whatever it
+                # reads, it did not resolve the sample.
                 "resolved": check.resolved and cut is None,
                 "detail": detail,
                 "score": check.score,
-                "alternatives": alternatives,
+                "alternatives": _unresolved({**check.alternatives, **ctx.alternatives}, cut),
                 "verdict": check.verdict,
                 "truncated": cut,
             }
@@ -150,22 +147,40 @@ def strategy_node(
     return run
 
 
-async def _read(runtime: LadderRuntime, ctx: StrategyContext, completion: str) -> Check:
+def _unresolved(readings: dict[str, Reading], cut: Truncation | None) -> dict[str, Reading]:
+    """``readings`` of an attempt cut off at the token limit resolve nothing either, or the
+    readers' comparison would count the cut as their disagreement."""
+    if cut is None:
+        return readings
+    return {k: r.model_copy(update={"resolved": False}) for k, r in readings.items()}
+
+
+async def _read(
+    runtime: LadderRuntime, ctx: StrategyContext, completion: str, cut: Truncation | None
+) -> Check:
     """The task's check of ``completion``: by the rule reader, or by the extractor model with
-    the rule reader's reading kept beside it."""
-    check = await runtime.task.acheck_reply(ctx.sample, completion, ctx.calls, ctx.shared_seed)
+    the rule reader's reading kept beside it. A reply cut off at the token limit is not put
+    to a judge or the extractor (it resolves nothing, whatever they say): a judged task
+    scores it by its own rule (``Task.cut_check``)."""
+    task = runtime.task
+    ruled = task.cut_check() if cut is not None else None
+    if ruled is not None:
+        return ruled
+    # How the reply ended is its answering call's, where the strategy named it.
+    written_by = [ctx.answer_call] if ctx.answer_call is not None else ctx.calls
+    check = await task.acheck_reply(ctx.sample, completion, written_by, ctx.shared_seed)
     ctx.calls.extend(check.calls)  # a judge's calls belong to the attempt it judged
     extractor = runtime.extractor
-    if extractor is None or not extractor.applies_to(runtime.task):
+    if extractor is None or cut is not None or not extractor.applies_to(task):
         return check
     # A reply cut off at the length limit: the extractor reads what the rule reader read, its
     # whole part; of a repeating loop (or nothing whole) there is nothing to read.
-    part = runtime.task.reply_part(completion, ctx.calls)
+    part = task.reply_part(completion, written_by)
     if part is not None and not part.text:
         return check
     text = completion if part is None else part.text
     seed = f"{ctx.cache_seed}#{EXTRACT}"
-    extraction = await extractor.extract(runtime.task, ctx.sample, text, check, seed)
+    extraction = await extractor.extract(task, ctx.sample, text, check, seed)
     ctx.calls.append(Call.of(EXTRACT, extractor.model.name, extraction.messages, extraction.result))
     if part is None:
         return extraction.check
@@ -180,11 +195,14 @@ TRUNCATED: dict[Truncation, str] = {
 }
 
 
-def truncation(completion: str, calls: Sequence[Call]) -> Truncation | None:
+def truncation(
+    completion: str, calls: Sequence[Call], answer_call: Call | None = None
+) -> Truncation | None:
     """Where the call that wrote ``completion`` was cut off at the token limit (see
-    ``Call.truncation``): the last of ``calls`` whose answer it is, else, for a strategy that
-    returns what it read out of its reply (DSPy's parsed field), its last call."""
-    call = next((c for c in reversed(calls) if c.completion == completion), None)
+    ``Call.truncation``): the call the strategy named (``StrategyContext.answer_call``), else
+    the last of ``calls`` whose completion it is, else, for a strategy that returns what it
+    read out of its reply (DSPy's parsed field), its last call."""
+    call = answer_call or next((c for c in reversed(calls) if c.completion == completion), None)
     if call is None and calls:
         call = calls[-1]
     return None if call is None else call.truncation

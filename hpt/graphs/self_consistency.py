@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.graphs.strategies import STRATEGIES, NoAnswer, NoParams, StrategyContext, strategy
+from hpt.results.records import Call
 
 SELF_CONSISTENCY_SAMPLES = 5
 ANSWER = "answer"  # the purpose of a strategy's answering call (StrategyContext.ask's)
@@ -55,7 +56,8 @@ def _draw_context(ctx: StrategyContext, i: int, n: int) -> _Draw:
     seed, params = ctx.seeded(i)
     given = {f.name: getattr(ctx, f.name) for f in fields(StrategyContext)}
     # The calls go to the attempt's own list; notes, readings and parameters are the draw's.
-    given.update(cache_seed=seed, params=params, notes={}, alternatives={}, args=NoParams())
+    given.update(cache_seed=seed, params=params, notes={}, alternatives={}, args=NoParams(),
+                 answer_call=None)  # fmt: skip
     return _Draw(**given, label=f"sample {i + 1}/{n}")
 
 
@@ -76,18 +78,21 @@ async def self_consistency(ctx: StrategyContext) -> str:
             n = int(prompts.section("self_consistency").get("samples", n))
     wrapped = STRATEGIES[args.of]
     texts: list[str | None] = []  # None: the draw gave nothing to read (NoAnswer)
-    cut: list[bool] = []  # the draw was cut off at the token limit: its answer is unfinished
+    answered_by: list[Call | None] = []  # the call each draw's answer comes from
     for i in range(n):
         draw = _draw_context(ctx, i, n)
         try:
             texts.append(await wrapped(draw))
         except NoAnswer:
             texts.append(None)
-        # The draw's calls went to the attempt's list: its last is the draw's answer.
-        cut.append(bool(ctx.calls) and ctx.calls[-1].truncation is not None)
+        # The draw's calls went to the attempt's list: its last wrote the draw's answer,
+        # unless the wrapped strategy named another.
+        answered_by.append(draw.answer_call or (ctx.calls[-1] if ctx.calls else None))
         ctx.notes.update({f"{draw.label} {k}": v for k, v in draw.notes.items()})
         ctx.alternatives.update({f"{draw.label} {k}": v for k, v in draw.alternatives.items()})
-    # A cut-off draw does not vote: whatever it reads, it did not finish its answer.
+    # A draw cut off at the token limit does not vote: whatever it reads, its answer is
+    # unfinished.
+    cut = [c is not None and c.truncation is not None for c in answered_by]
     answers = [None if t is None or c else ctx.task.parse(t, ctx.sample)
                for t, c in zip(texts, cut, strict=True)]  # fmt: skip
     votes = Counter(a for a in answers if a is not None)
@@ -96,12 +101,18 @@ async def self_consistency(ctx: StrategyContext) -> str:
     ctx.notes["votes"] = f"{tally or 'none'}; unreadable: {unreadable}" + (
         f"; cut off: {sum(cut)}" if any(cut) else ""
     )
-    if not votes:
-        first = next((t for t in texts if t is not None), None)
-        if first is None:
+    if votes:
+        # Most votes; a tie goes to the answer drawn first; the attempt is its first draw's.
+        top = max(votes.values())
+        winner = next(a for a in answers if a is not None and votes[a] == top)
+        chosen = next(i for i, a in enumerate(answers) if a == winner)
+    else:
+        # Nothing to vote on: the first draw with a text, one that finished before a cut one.
+        given = [i for i, t in enumerate(texts) if t is not None]
+        if not given:
             raise NoAnswer(f"none of the {n} draws of {args.of} gave an answer")
-        return first
-    # Most votes; a tie goes to the answer drawn first.
-    top = max(votes.values())
-    winner = next(a for a in answers if a is not None and votes[a] == top)
-    return next(t for t, a in zip(texts, answers, strict=True) if a == winner and t is not None)
+        chosen = min(given, key=lambda i: (cut[i], i))
+    ctx.answer_call = answered_by[chosen]
+    text = texts[chosen]
+    assert text is not None
+    return text

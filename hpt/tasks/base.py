@@ -277,6 +277,12 @@ class Task(ABC):
         check = await self.acheck(sample, whole.text, cache_seed)
         return check.model_copy(update={"detail": noted(check.detail, whole.note)})
 
+    def cut_check(self) -> Check | None:
+        """What a reply cut off at the token limit scores where the task does not read it
+        (it resolves nothing either way): a judged task's own rule, so no judge is asked about
+        an unfinished answer. None (the default): it is read as any reply, for the record."""
+        return None
+
     def reply_part(self, completion: str, calls: Sequence[Call]) -> Whole | None:
         """What of ``completion`` an answer task reads when the call that wrote it (among
         ``calls``) was cut off at the length limit: its whole part, "" for a repeating loop

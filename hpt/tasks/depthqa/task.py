@@ -164,16 +164,16 @@ class DepthQA(Task):
     def parse(self, completion: str, sample: Sample) -> str | None:
         return completion.strip() or None
 
+    def cut_check(self) -> Check:
+        """An answer cut off at the token limit, like an empty one, scores by rule."""
+        return _by_rule("cut off at the token limit")
+
     async def acheck(self, sample: Sample, completion: str, cache_seed: str = "") -> Check:
         if self.judge is None:
             raise RuntimeError("depthqa: bind_judge() before checking")
         prediction = completion.strip()
         if not prediction:
-            # Nothing to judge, but a measured failure: the rubric's lowest score, by rule, so
-            # it counts in the depth means rather than vanishing from them.
-            note = f"empty answer: score {EMPTY_SCORE}/5 by rule (the judge was not asked)"
-            return Check(parsed=None, resolved=False, detail=note,
-                         verdict=Verdict(score=EMPTY_SCORE, feedback=note))  # fmt: skip
+            return _by_rule("empty answer")
         question = self.graph.question_of(sample.id)
         verdict, calls = await self.judge.judge(
             question.question, prediction, question.answer, f"depthqa-judge#{cache_seed}"
@@ -213,3 +213,11 @@ class DepthQA(Task):
             "judge_replies": verdict.replies if verdict else [],
             "min_k_prob": float(min_k) if min_k else None,
         }
+
+
+def _by_rule(what: str) -> Check:
+    """Nothing (whole) to judge, but a measured failure: the rubric's lowest score, by rule,
+    so it counts in the depth means rather than vanishing from them."""
+    note = f"{what}: score {EMPTY_SCORE}/5 by rule (the judge was not asked)"
+    return Check(parsed=None, resolved=False, detail=note,
+                 verdict=Verdict(score=EMPTY_SCORE, feedback=note))  # fmt: skip

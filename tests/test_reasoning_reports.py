@@ -150,11 +150,12 @@ def test_every_table_keeps_efforts_apart(report: tuple[Path, str]) -> None:
         rows = list(reader)
     assert list(CSV_COLUMNS[:32]) == OLD_CSV_COLUMNS
     assert list(CSV_COLUMNS[32:]) == ["reasoning_effort", "thinking_budget", "reasoning_tokens",
-                                      "truncated"]  # fmt: skip
+                                      "truncated", "attempts", "selector_truncated"]  # fmt: skip
     found = {(r["model"], r["reasoning_effort"], r["thinking_budget"]): r for r in rows}
     assert len(found) == len(rows) == 8
     high = found["alpha", "high", ""]
     assert (high["reasoning_tokens"], high["truncated"], high["hpi"]) == ("350", "1:1", "1.25")
+    assert int(high["attempts"]) > 0 and high["selector_truncated"] == "0"
     assert found["alpha", "medium", ""]["truncated"] == "5:1"
     assert found["alpha", "low", ""]["truncated"] == ""
     assert found["beta", "low", ""]["reasoning_tokens"] == ""
@@ -290,7 +291,9 @@ def test_a_run_without_reasoning_reports_as_before(tmp_path: Path) -> None:
     assert "reasoning_effort" not in pairs[0] and "thinking_budget" not in pairs[0]
     with (run / "report" / "cells.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert {r[c] for r in rows for c in CSV_COLUMNS[32:]} == {""}
+    # The reasoning columns are empty; attempts and selector_truncated are counts.
+    assert {r[c] for r in rows for c in CSV_COLUMNS[32:36]} == {""}
+    assert {r["selector_truncated"] for r in rows} == {"0"}
 
 
 OLD_CSV_COLUMNS = [
@@ -381,3 +384,9 @@ How far apart two models' HPIs must be for a paired comparison on this many samp
 | boolq | beta | standard | 3 | 6 (0) | 600 | 60 | 0.0007 |
 | **total** |  |  |  |  |  |  | 0.0046 |
 """
+
+
+def test_a_share_near_all_is_not_all() -> None:
+    from hpt.reports.truncation import percent
+
+    assert [percent(x) for x in (0.001, 0.5, 0.996, 1.0)] == ["<1%", "50%", ">99%", "100%"]

@@ -142,3 +142,14 @@ def test_a_summary_without_cuts_writes_no_truncation_fields() -> None:
     written = summary.model_dump(mode="json")
     assert not {"truncated", "selector_truncated", "reasoning_tokens"} & set(written)
     assert written["attempts"] == 0
+
+
+def test_generated_knowledge_says_why_it_had_no_logprobs() -> None:
+    from hpt.graphs.hpf import choose_knowledge
+
+    plain = [Completion(text="a"), Completion(text="b")]
+    thought = [Completion(text="a", reasoning="r"), Completion(text="b", reasoning="r")]
+    assert choose_knowledge(plain)[1] == "first candidate (the backend returned no logprobs)"
+    assert choose_knowledge(thought)[1] == (
+        "first candidate (no logprobs of the answer apart from the thinking)"
+    )

@@ -84,6 +84,9 @@ def choose_knowledge(candidates: Sequence[Completion]) -> tuple[int, str]:
     when every candidate has logprobs, else the first)."""
     scores = [mean_token_prob(c.logprobs) for c in candidates]
     if not scores or any(s is None for s in scores):
+        if any(c.reasoning is not None and c.logprobs is None for c in candidates):
+            # hpt.backends.thinking drops those that covered inline thinking.
+            return 0, "first candidate (no logprobs of the answer apart from the thinking)"
         return 0, "first candidate (the backend returned no logprobs)"
     known = [s for s in scores if s is not None]
     best = max(range(len(known)), key=lambda i: known[i])

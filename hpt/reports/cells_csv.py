@@ -16,7 +16,7 @@ CSV_COLUMNS = (
     "text_metric", "text_score", "unresolved", "level_counts", "calls", "cached_calls",
     "prompt_tokens", "completion_tokens", "cost_usd", "hallucination_rate", "source",
     "variant", "judge_missing", "reasoning_effort", "thinking_budget", "reasoning_tokens",
-    "truncated",
+    "truncated", "attempts", "selector_truncated",
 )  # fmt: skip
 
 
@@ -43,6 +43,8 @@ def csv_rows(reports: list[CellReport]) -> Iterator[dict[str, object]]:
             "reasoning_tokens": s.reasoning_tokens,
             # Attempts cut off at the token limit, per level as level_counts writes them.
             "truncated": " ".join(f"{k}:{v}" for k, v in sorted(s.truncated.items())),
+            # What the truncations are a share of (with the selector's turns, adaptive HPF).
+            "attempts": s.attempts, "selector_truncated": s.selector_truncated,
         }  # fmt: skip
 
 

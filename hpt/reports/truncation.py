@@ -25,8 +25,11 @@ def counted(summary: Summary) -> str:
 
 
 def percent(share: float) -> str:
-    # A few cuts among many calls are not none: "<1%", never "0%".
-    return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
+    # A few cuts among many calls are not none ("<1%", never "0%"), and nearly all are not
+    # all (">99%", never "100%").
+    if 0 < share < 0.005:
+        return "<1%"
+    return ">99%" if 0.995 <= share < 1 else f"{share:.0%}"
 
 
 def truncations(summary: Summary, *, by_level: bool = True) -> str:

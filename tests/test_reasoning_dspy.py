@@ -6,9 +6,7 @@ instrument, asked without the cell's effort and checked at the start like the ju
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,31 +14,16 @@ from typing import Any
 import pytest
 
 from hpt.orchestrator.runner import run_evaluation
+from tests import test_dspy_failures
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
-from tests.test_dspy_methods import MIPRO_FAST, Scripted, spec, write_toy
+from tests.test_dspy_methods import MIPRO_FAST, Scripted, spec
 
 pytestmark = pytest.mark.dspy
+# test_dspy_failures' fixtures: its toy dataset (plusone, the plugin dspytoy) and a key.
+toy = test_dspy_failures.toy
+_key = test_dspy_failures._key
 
 EFFORTS = ["low", "high"]
-
-
-@pytest.fixture
-def toy(tmp_path: Path) -> Iterator[Path]:
-    """test_dspy_methods' toy dataset (plusone), importable as the plugin dspytoy."""
-    site = write_toy(tmp_path / "toy")
-    sys.path.insert(0, str(site))
-    try:
-        importlib.import_module("dspytoy")
-        yield site
-    finally:
-        sys.path.remove(str(site))
-        sys.modules.pop("dspytoy", None)
-
-
-@pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
 @pytest.fixture

@@ -47,8 +47,14 @@ def test_decompose_then_every_mode_and_the_depth_ladder(data_dir: Path, tmp_path
     for r in records:
         assert r["kind"] == "depth" and r["error"] is None
         assert r["judge_score"] is None or 1 <= r["judge_score"] <= 5
-        judged = [c for a in r["attempts"] for c in a["calls"] if c["purpose"] == "judge"]
-        assert judged and len(r["judge_replies"]) >= 1
+        for a in r["attempts"]:
+            judged = [c for c in a["calls"] if c["purpose"] == "judge"]
+            if a.get("truncated"):
+                # Cut off at the token limit (at 96 tokens the tiny model mostly is): scored 1
+                # by rule, the judge not asked.
+                assert not judged and a["verdict"]["score"] == 1 and "by rule" in a["detail"]
+            else:
+                assert judged and a["verdict"]["replies"]
     cells_summary = json.loads((out / "summary.json").read_text())["cells"]
     assert len(cells_summary) == 5
     for cell in cells_summary:

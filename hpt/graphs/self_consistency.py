@@ -81,13 +81,15 @@ async def self_consistency(ctx: StrategyContext) -> str:
     answered_by: list[Call | None] = []  # the call each draw's answer comes from
     for i in range(n):
         draw = _draw_context(ctx, i, n)
+        before = len(ctx.calls)
         try:
             texts.append(await wrapped(draw))
         except NoAnswer:
             texts.append(None)
         # The draw's calls went to the attempt's list: its last wrote the draw's answer,
         # unless the wrapped strategy named another.
-        answered_by.append(draw.answer_call or (ctx.calls[-1] if ctx.calls else None))
+        made = ctx.calls[before:]
+        answered_by.append(draw.answer_call or (made[-1] if made else None))
         ctx.notes.update({f"{draw.label} {k}": v for k, v in draw.notes.items()})
         ctx.alternatives.update({f"{draw.label} {k}": v for k, v in draw.alternatives.items()})
     # A draw cut off at the token limit does not vote: whatever it reads, its answer is

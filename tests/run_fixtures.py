@@ -9,6 +9,7 @@ from hpt.backends.base import Message, Usage
 from hpt.graphs import DEFAULT_LADDER
 from hpt.results import Attempt, Call, Selection
 from hpt.results.records import SampleRecord
+from hpt.results.tally import Summary
 from hpt.tasks import TASKS
 
 
@@ -62,3 +63,14 @@ def write_run(directory: Path, records: list[SampleRecord], spec: dict | None = 
         spec = {"dataset": datasets, "tasks": tasks}
     (directory / "run.json").write_text(json.dumps(spec))
     return directory
+
+
+def make_summary(**extra: object) -> Summary:
+    """A cell's summary with plausible figures (a GSM8K cell of 10 samples, 25 attempts),
+    ``extra`` over them."""
+    fields: dict[str, object] = dict(
+        dataset="gsm8k", model="thinker", mode="standard", n=10, samples=10, m=3, penalty=1.0,
+        hpi=2.0, accuracy=0.5, level1_accuracy=0.3, level_counts={1: 3, 2: 2}, unresolved=5,
+        errors=0, calls=25, prompt_tokens=1000, completion_tokens=900, attempts=25,
+    )  # fmt: skip
+    return Summary.model_validate({**fields, **extra})

@@ -20,7 +20,7 @@ from hpt.reports.efforts import table_efforts
 from hpt.reports.truncation import TRUNCATION_WARNING_SHARE, heavily_cut, truncations
 from hpt.results.records import Cell, SampleRecord, Selection
 from hpt.results.tally import Summary
-from tests.run_fixtures import make_record, write_run
+from tests.run_fixtures import make_record, make_summary, write_run
 
 PRICES = "[alpha]\ninput = 1.0\noutput = 10.0\n[beta]\ninput = 1.0\noutput = 1.0\n"
 
@@ -196,12 +196,7 @@ def test_ceiling_takes_a_setting_as_part_of_the_model(tmp_path: Path) -> None:
 
 
 def _summary(**extra: object) -> Summary:
-    fields: dict[str, object] = dict(
-        dataset="gsm8k", model="thinker", mode="standard", n=10, samples=10, m=3, penalty=1.0,
-        hpi=2.0, accuracy=0.5, level1_accuracy=0.3, level_counts={1: 3, 2: 2}, unresolved=5,
-        errors=0, calls=25, prompt_tokens=1000, completion_tokens=900, attempts=20,
-    )  # fmt: skip
-    return Summary.model_validate({**fields, **extra})
+    return make_summary(**{"attempts": 20, **extra})
 
 
 def test_a_cells_cuts_are_counted_of_the_calls_made() -> None:

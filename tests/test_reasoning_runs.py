@@ -34,9 +34,10 @@ from hpt.orchestrator.spec import RunSpec
 from hpt.reports.truncation import TRUNCATION_WARNING_SHARE
 from hpt.results.reader import read_records
 from hpt.results.records import Attempt, Call, SampleRecord
-from hpt.results.tally import Summary, Tally
+from hpt.results.tally import Tally
 from hpt.types import GenerationParams, Usage
 from tests.backend_helpers import FAST_RETRY, serving
+from tests.run_fixtures import make_summary
 from tests.servers.answer_key import KeyedResponder, strategy_of
 from tests.servers.openai_compat import FakeOpenAI, Reply, ServerThread
 from tests.test_cli import assert_user_error
@@ -450,15 +451,6 @@ async def test_every_effort_with_every_budget_is_a_cell(
     ] == settings
 
 
-def _summary(**extra: Any) -> Summary:
-    fields: dict[str, Any] = dict(
-        dataset="gsm8k", model="thinker", mode="standard", n=10, samples=10, m=3, penalty=1.0,
-        hpi=2.0, accuracy=0.5, level1_accuracy=0.3, level_counts={1: 3, 2: 2}, unresolved=5,
-        errors=0, calls=25, prompt_tokens=1000, completion_tokens=900, attempts=25,
-    )  # fmt: skip
-    return Summary.model_validate({**fields, **extra})
-
-
 def _lines(table: Any) -> list[str]:
     out = io.StringIO()
     Console(file=out, force_terminal=False, width=200).print(table)
@@ -466,23 +458,25 @@ def _lines(table: Any) -> list[str]:
 
 
 def test_the_tables_and_the_live_view_show_thinking_and_truncation(tmp_path: Path) -> None:
-    cut = _summary(reasoning_effort="high", reasoning_tokens=700, truncated={1: 2, 3: 1})
+    cut = make_summary(reasoning_effort="high", reasoning_tokens=700, truncated={1: 2, 3: 1})
     lines = _lines(summary_table(cut))
     assert "HPF · gsm8k · thinker · effort high" in lines
     assert "of which thinking (reasoning tokens) 700" in lines
     assert "cut off at the token limit (attempts) 3 / 25 (12%; L1 2, L3 1)" in lines
     # Adaptive: selector turns cut before naming a level count too, even without a cut attempt.
-    turns = _summary(mode="adaptive", selector_turns=15, selector_truncated=3)
+    turns = make_summary(mode="adaptive", selector_turns=15, selector_truncated=3)
     assert ("cut off at the token limit (attempts and selector turns) 3 / 40 (8%; selector 3)"
             in _lines(summary_table(turns)))  # fmt: skip
-    plain = _lines(summary_table(_summary()))
+    plain = _lines(summary_table(make_summary()))
     assert not any("thinking" in line or "cut off" in line for line in plain)
-    header = next(line for line in _lines(cells_table([_summary(), _summary()])) if "HPI" in line)
+    header = next(
+        line for line in _lines(cells_table([make_summary(), make_summary()])) if "HPI" in line
+    )
     assert "thinking" not in header and "truncated" not in header  # no columns where none
-    rows = _lines(cells_table([cut, _summary(reasoning_effort="low")]))
+    rows = _lines(cells_table([cut, make_summary(reasoning_effort="low")]))
     assert any(line.startswith("gsm8k thinker standard · effort high") and
                "700 3 / 25 (12%; L1 2, L3 1)" in line for line in rows), rows  # fmt: skip
-    rows = _lines(cells_table([_summary(), turns]))
+    rows = _lines(cells_table([make_summary(), turns]))
     assert any(line.startswith("gsm8k thinker adaptive") and "3 / 40 (8%; selector 3)" in line
                for line in rows), rows  # fmt: skip
 
@@ -507,11 +501,14 @@ def test_the_tables_and_the_live_view_show_thinking_and_truncation(tmp_path: Pat
 
 def test_the_truncation_line_comes_from_a_tenth_of_a_cells_attempts_on() -> None:
     assert TRUNCATION_WARNING_SHARE == 0.10
-    below = [_summary(truncated={1: 2}, attempts=21)]
+    below = [make_summary(truncated={1: 2}, attempts=21)]
     assert truncation_warning(below, [1024]) is None
-    assert truncation_warning([_summary(attempts=0)], []) is None  # saved before attempts
+    assert truncation_warning([make_summary(attempts=0)], []) is None  # saved before attempts
     # A run's total under a tenth hides no cell at a tenth or more.
-    hidden = [_summary(truncated={1: 1}, attempts=5), _summary(dataset="boolq", attempts=95)]
+    hidden = [
+        make_summary(truncated={1: 1}, attempts=5),
+        make_summary(dataset="boolq", attempts=95),
+    ]
     line = truncation_warning(hidden, [1024, 2048, 1024])
     assert line == (
         "20% of attempts in gsm8k · thinker · standard (1 of 5) were cut off at the token limit "
@@ -520,9 +517,9 @@ def test_the_truncation_line_comes_from_a_tenth_of_a_cells_attempts_on() -> None
     )
     # Selector turns cut off before naming a level count with the attempts; the worst cell
     # is named, and the others counted.
-    cells = [_summary(truncated={1: 1}, attempts=5, mode="adaptive", selector_turns=5,
+    cells = [make_summary(truncated={1: 1}, attempts=5, mode="adaptive", selector_turns=5,
                       selector_truncated=3),
-             _summary(dataset="boolq", truncated={1: 2}, attempts=10)]  # fmt: skip
+             make_summary(dataset="boolq", truncated={1: 2}, attempts=10)]  # fmt: skip
     line = truncation_warning(cells, [1024])
     assert line is not None and line.startswith(
         "40% of attempts and selector turns in gsm8k · thinker · adaptive (4 of 10) were cut "

@@ -42,6 +42,10 @@ class Message(BaseModel):
     # An assistant turn's thinking as its provider returned it (Anthropic's signed thinking
     # blocks), sent back with the turn where the API asks for it (multi-turn DepthQA).
     reasoning_blocks: list[dict[str, Any]] | None = Field(None, exclude_if=unset)
+    # How many leading characters of ``content`` are the same for every sample asked this
+    # prompt (a template's text before its first per-sample field): where a transport may
+    # mark a provider prompt-cache breakpoint. Never saved, never part of a cache key.
+    shared_prefix: int | None = Field(None, exclude=True)
 
 
 class GenerationParams(BaseModel):
@@ -73,17 +77,37 @@ class GenerationParams(BaseModel):
         return GenerationParams.model_validate(self.model_dump(exclude_unset=True, exclude=dropped))
 
 
+def unset_flag(value: bool) -> bool:
+    # A flag added for batches leaves no trace where it is off (records stay as they were).
+    return not value
+
+
 class Usage(BaseModel):
+    """Tokens by class, from the provider's own fields. ``prompt_tokens`` is every input
+    token, those read from or written to a provider's prompt cache included (OpenAI counts
+    them so; Anthropic's ``input_tokens`` does not, and its transport adds them)."""
+
     prompt_tokens: int = 0
     # Every output token, reasoning tokens included (as every provider bills them).
     completion_tokens: int = 0
     # Of ``completion_tokens``, those spent thinking, where the provider counts them (OpenAI's
     # ``completion_tokens_details.reasoning_tokens``); None: not reported.
     reasoning_tokens: int | None = Field(None, exclude_if=unset)
+    # Of ``prompt_tokens``, those read from the provider's prompt cache (OpenAI's
+    # ``prompt_tokens_details.cached_tokens``, Anthropic's ``cache_read_input_tokens``) and
+    # those written to it (Anthropic's ``cache_creation_input_tokens``); None: not reported.
+    cache_read_tokens: int | None = Field(None, exclude_if=unset)
+    cache_write_tokens: int | None = Field(None, exclude_if=unset)
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def fresh_input_tokens(self) -> int:
+        """Input tokens neither read from nor written to the provider's prompt cache."""
+        cached = (self.cache_read_tokens or 0) + (self.cache_write_tokens or 0)
+        return max(self.prompt_tokens - cached, 0)
 
 
 class Completion(BaseModel):
@@ -105,6 +129,8 @@ class Completion(BaseModel):
     # (``shared``) from an identical request already in flight.
     cached: bool = False
     shared: bool = False
+    # Answered through a provider's Batch API (billed at its batch price).
+    batched: bool = False
     # The generation parameters as the transport put them on the wire, after its provider's
     # mapping (names as sent, e.g. llama.cpp's ``repeat_penalty``; a dropped one is absent).
     # None: not reported (a plugin's transport, or a cache entry older than this field).

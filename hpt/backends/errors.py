@@ -51,3 +51,9 @@ def refuse_reasoning(params: GenerationParams, why: str, instead: str) -> None:
     whose API takes neither (``why`` says so, ``instead`` what else to do)."""
     if params.reasoning_effort is not None or params.thinking_budget is not None:
         raise SettingRefused(f"{why}; drop --reasoning-effort and --thinking-budget, or {instead}")
+
+
+class BudgetSpent(HptError):
+    """No further call may be sent: the run's budget (``--budget-usd``, ``--max-calls``) would
+    be passed. Not a ``BackendError``: the climb that asked is abandoned, not recorded as a
+    failure, and runs again on resume."""

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from hpt.backends.base import Completion, GenerationParams, Message, valid_text
 from hpt.backends.cache import ResponseCache, cache_key
 from hpt.backends.errors import BackendError, FatalBackendError, TransientError
+from hpt.backends.gate import CallGate, prompt_token_bound
 from hpt.backends.limits import BackendLimits, BackendStats, Limiter
 from hpt.backends.retry import GaveUp, RetryPolicy, call_with_retries
 from hpt.backends.secrets import redact
@@ -91,8 +92,11 @@ class ManagedBackend:
         cache: ResponseCache | None = None,
         cache_endpoint: str | None = None,
         think_tags: ThinkTags = DEFAULT_THINK_TAGS,
+        gate: CallGate | None = None,
     ) -> None:
         self.transport = transport
+        # What the run may spend: asked before every call sent (hpt.backends.gate).
+        self.gate = gate
         # The inline thinking blocks its completions may start with (hpt.backends.thinking).
         self._think_tags = think_tags
         # What stands for the endpoint in cache keys, when the URL itself is not stable
@@ -222,6 +226,26 @@ class ManagedBackend:
         if limiter is None:
             raise FatalBackendError(f"{self.name}: used before check()")
         estimate = estimate_tokens(messages)
+        # Reserved before the limiter's wait: a call held back is already one the run will
+        # pay for. Every attempt is its own call (a retried one may be billed twice).
+        ticket = (
+            None
+            if self.gate is None
+            else self.gate.admit(
+                self._label, prompt_token_bound(messages), params.max_tokens, batched=False
+            )
+        )
+        landed: Completion | None = None
+        try:
+            landed = await self._send(limiter, estimate, messages, params)
+            return landed
+        finally:
+            if self.gate is not None:
+                self.gate.settle(ticket, landed)
+
+    async def _send(
+        self, limiter: Limiter, estimate: int, messages: list[Message], params: GenerationParams
+    ) -> Completion:
         await limiter.acquire(estimate)
         self.stats.calls += 1
         ok = False

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from hpt.types import CUT_OFF, REASONING_EFFORTS, Completion, Message, Usage, unset
+from hpt.types import CUT_OFF, REASONING_EFFORTS, Completion, Message, Usage, unset, unset_flag
 
 # Where a completion cut off at the token limit was cut (``Call.truncation``): inside its
 # thinking, so before any answer, or inside its answer.
@@ -65,6 +65,8 @@ class Call(BaseModel):
     # A reasoning model's thinking, apart from ``completion`` (its answer); None: none was
     # returned.
     reasoning: str | None = Field(None, exclude_if=unset)
+    # Answered through a provider's Batch API, billed at its batch price.
+    batched: bool = Field(False, exclude_if=unset_flag)
 
     @property
     def truncation(self) -> Truncation | None:
@@ -89,6 +91,7 @@ class Call(BaseModel):
             mean_token_prob=mean_token_prob(result.logprobs),
             shared=result.shared,
             params=result.params,
+            batched=result.batched,
         )
 
 

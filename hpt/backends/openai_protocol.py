@@ -47,6 +47,19 @@ def classify_status(
     return BackendError(detail)  # 400/422: this request is wrong, retrying won't help
 
 
+def batch_status_error(
+    code: int, detail: str, headers: Any, endpoint: str, what: str, key_env: str
+) -> Exception:
+    """What an HTTP error from a Batch API route (``what``: the call) means: as for a chat
+    call (retry rate limits and 5xx, stop on a refused key), but a 404 says the endpoint
+    has no such API -- most OpenAI-compatible servers (vLLM, llama.cpp) have none."""
+    if code == 404:
+        return FatalBackendError(
+            f"{endpoint} has no Batch API ({what}: HTTP 404: {detail}); run without --batch"
+        )
+    return classify_status(code, detail, headers, endpoint, "", key_env)
+
+
 def resolve_penalty_field(setting: str | None, base_url: str) -> str | None:
     """Which request field carries a multiplicative repetition penalty on this server.
 
@@ -142,8 +155,19 @@ def _from_json(raw: bytes) -> Any:
 
 
 def parse_chat_completion(raw: bytes, sent: dict[str, Any] | None = None) -> Completion:
-    """Read an OpenAI-shaped chat completion (``sent``: the request's generation parameters,
-    which it reports); a body of another shape is a transient fault.
+    """Read an OpenAI-shaped chat completion's bytes (``sent``: the request's generation
+    parameters, which it reports); a body of another shape is a transient fault."""
+    try:
+        data = _from_json(raw)
+    except ValueError as exc:
+        head = raw[:120].decode("utf-8", "replace")
+        raise TransientError(f"malformed chat completion ({exc!r}): {head!r}") from exc
+    return chat_completion(data, sent, raw)
+
+
+def chat_completion(data: Any, sent: dict[str, Any] | None = None, raw: bytes = b"") -> Completion:
+    """An OpenAI-shaped chat completion, parsed (a direct call's body, or a batch result
+    line's ``response.body``); a body of another shape is a transient fault.
 
     The thinking a server returns apart goes to ``reasoning``: vLLM's ``reasoning`` field, or
     ``reasoning_content`` (llama.cpp's server, and vLLM before it renamed the field:
@@ -151,7 +175,6 @@ def parse_chat_completion(raw: bytes, sent: dict[str, Any] | None = None) -> Com
     stays in the content; the backend sets it apart. OpenAI itself returns no thinking here,
     only its count, ``usage.completion_tokens_details.reasoning_tokens``."""
     try:
-        data = _from_json(raw)
         choice = data["choices"][0]
         message = choice["message"]
         text = message.get("content") or ""
@@ -162,23 +185,37 @@ def parse_chat_completion(raw: bytes, sent: dict[str, Any] | None = None) -> Com
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and lp.get("content"):
             logprobs = [float(t["logprob"]) for t in lp["content"]]
-        usage = data.get("usage") or {}
-        counts = {
-            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-            "completion_tokens": int(usage.get("completion_tokens") or 0),
-        }
-        details = usage.get("completion_tokens_details")
-        if details and details.get("reasoning_tokens") is not None:
-            counts["reasoning_tokens"] = int(details["reasoning_tokens"])
         # One validation of the whole (nested) completion: cheaper than building each part.
         return Completion.model_validate({
             "text": text,
             "reasoning": reasoning,
             "finish_reason": choice.get("finish_reason"),
-            "usage": counts,
+            "usage": usage_counts(data.get("usage") or {}),
             "logprobs": logprobs,
             "params": sent,
         })  # fmt: skip
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        head = raw[:120].decode("utf-8", "replace")
+        head = (raw or repr(data).encode())[:120].decode("utf-8", "replace")
         raise TransientError(f"malformed chat completion ({exc!r}): {head!r}") from exc
+
+
+def usage_counts(usage: dict[str, Any]) -> dict[str, int]:
+    """``usage`` by token class. Reasoning tokens: ``completion_tokens_details.reasoning_tokens``
+    (OpenAI; vLLM with a reasoning parser). Cache reads: ``prompt_tokens_details.cached_tokens``
+    (OpenAI; vLLM only with --enable-prompt-tokens-details; llama.cpp's server since 2026-02);
+    cache writes: ``prompt_tokens_details.cache_write_tokens`` (OpenAI's GPT-5.6 and later,
+    which bill them; earlier models neither bill nor report any). A class the server does not
+    report stays None."""
+    counts = {
+        "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+        "completion_tokens": int(usage.get("completion_tokens") or 0),
+    }
+    completion = usage.get("completion_tokens_details")
+    if completion and completion.get("reasoning_tokens") is not None:
+        counts["reasoning_tokens"] = int(completion["reasoning_tokens"])
+    prompt = usage.get("prompt_tokens_details")
+    if prompt and prompt.get("cached_tokens") is not None:
+        counts["cache_read_tokens"] = int(prompt["cached_tokens"])
+    if prompt and prompt.get("cache_write_tokens") is not None:
+        counts["cache_write_tokens"] = int(prompt["cache_write_tokens"])
+    return counts

@@ -12,11 +12,16 @@ Thinking: a reasoning effort or thinking budget becomes the model's own form
 serves them, else the model's generation). ``thinking`` and ``redacted_thinking`` blocks are
 read apart from the answer, and an assistant turn sends its blocks back unchanged, as the
 API requires (https://platform.claude.com/docs/build-with-claude/thinking).
+
+Prompt caching (``prompt_cache`` "auto"): the prefixes every sample shares are marked with
+``cache_control`` breakpoints (``hpt.backends.prompt_cache``); usage reports the tokens read
+from and written to the cache apart, and counts them in the prompt. Message Batches:
+``batch_api()`` (``hpt.backends.anthropic_batch``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 import httpx2
@@ -35,8 +40,12 @@ from hpt.backends.anthropic_thinking import (
 from hpt.backends.base import Completion, GenerationParams, Message, Usage
 from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_protocol import classify_status, short
+from hpt.backends.prompt_cache import PromptCache, breakpoints, system_blocks, text_blocks
 from hpt.backends.secrets import remember_secret
 from hpt.backends.urls import split_query
+
+if TYPE_CHECKING:
+    from hpt.backends.anthropic_batch import AnthropicBatchAPI
 
 LEGACY_VERSION = "2023-06-01"
 # How a redacted thinking block (encrypted, no text) shows in a completion's reasoning.
@@ -58,6 +67,7 @@ class AnthropicTransport:
         api_key: str | None = None,
         timeout_s: float = 600.0,
         anthropic_version: str | None = None,
+        prompt_cache: PromptCache = "auto",
     ) -> None:
         headers = {"anthropic-version": anthropic_version} if anthropic_version else None
         try:
@@ -87,6 +97,7 @@ class AnthropicTransport:
         self.model = model
         self.endpoint = str(self._client.base_url)
         self._sampling = anthropic_version == LEGACY_VERSION
+        self.prompt_cache = prompt_cache
         # Until start() reads the Models API: the rules of the model's generation.
         self.rules: ThinkingRules | None = table_rules(model)
 
@@ -154,26 +165,38 @@ class AnthropicTransport:
             f"({SAMPLING_REMOVED})"
         )
 
-    def _body(self, messages: list[Message], sent: dict[str, Any]) -> dict[str, Any]:
+    @property
+    def client(self) -> AsyncAnthropic:
+        return self._client
+
+    def request_body(self, messages: list[Message], sent: dict[str, Any]) -> dict[str, Any]:
+        """The Messages API request body for ``messages`` with the generation parameters
+        ``sent``, as it goes on the wire (a direct call's JSON, a batch request's ``params``);
+        with ``prompt_cache`` "auto", shared prefixes marked for caching (prompt_cache)."""
+        marked = breakpoints(messages, self.model) if self.prompt_cache == "auto" else set()
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": sent["max_tokens"],
-            "messages": [_turn(m) for m in messages if m.role != "system"],
-        }
+            "messages": [_turn(m, i in marked) for i, m in enumerate(messages)
+                         if m.role != "system"],
+        }  # fmt: skip
         if system:
-            body["system"] = system
-        for name in ("stop_sequences", "thinking", "output_config"):
+            body["system"] = system_blocks(messages, marked) or system
+        for name in ("stop_sequences", "thinking", "output_config", "temperature"):
             if name in sent:
                 body[name] = sent[name]
-        if "temperature" in sent:
-            body["extra_body"] = {"temperature": sent["temperature"]}
         return body
 
     async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
         sent = self.sent_params(params)
+        body = self.request_body(messages, sent)
+        if "temperature" in body:
+            # The SDK's create() takes no temperature (its API version refuses one): the
+            # legacy version's goes in as an extra body field, to the same place in the JSON.
+            body["extra_body"] = {"temperature": body.pop("temperature")}
         try:
-            msg = await self._client.messages.create(**self._body(messages, sent))
+            msg = await self._client.messages.create(**body)
         except anthropic.APIStatusError as exc:
             raise self._status_error(exc) from exc
         except anthropic.APITimeoutError as exc:
@@ -184,25 +207,13 @@ class AnthropicTransport:
             ) from exc
         except anthropic.APIResponseValidationError as exc:
             raise TransientError(f"malformed response: {short(exc)}") from exc
-        text = "".join(block.text for block in msg.content if block.type == "text")
-        blocks = [
-            block.to_dict(mode="json")
-            for block in msg.content
-            if block.type in ("thinking", "redacted_thinking")
-        ]
-        details = msg.usage.output_tokens_details
-        return Completion(
-            text=text,
-            reasoning=_reasoning(blocks),
-            reasoning_blocks=blocks or None,
-            finish_reason=msg.stop_reason,
-            usage=Usage(
-                prompt_tokens=msg.usage.input_tokens,
-                completion_tokens=msg.usage.output_tokens,
-                reasoning_tokens=details.thinking_tokens if details is not None else None,
-            ),
-            params=sent,
-        )
+        return completion_of(msg, sent)
+
+    def batch_api(self) -> AnthropicBatchAPI:
+        """Message Batches on this transport's client (``--batch``)."""
+        from hpt.backends.anthropic_batch import AnthropicBatchAPI
+
+        return AnthropicBatchAPI(self)
 
     def _status_error(self, exc: anthropic.APIStatusError) -> Exception:
         return classify_status(
@@ -237,14 +248,47 @@ class AnthropicTransport:
         await self._client.close()
 
 
-def _turn(message: Message) -> dict[str, Any]:
+def completion_of(msg: anthropic.types.Message, sent: dict[str, Any] | None) -> Completion:
+    """A Messages API reply (a direct call's, or a batch's succeeded result) as a completion.
+    ``input_tokens`` counts only the input after the last cache breakpoint: the prompt is
+    that and the tokens read from and written to the cache."""
+    text = "".join(block.text for block in msg.content if block.type == "text")
+    blocks = [
+        block.to_dict(mode="json")
+        for block in msg.content
+        if block.type in ("thinking", "redacted_thinking")
+    ]
+    usage = msg.usage
+    details = usage.output_tokens_details
+    read, written = usage.cache_read_input_tokens, usage.cache_creation_input_tokens
+    return Completion(
+        text=text,
+        reasoning=_reasoning(blocks),
+        reasoning_blocks=blocks or None,
+        finish_reason=msg.stop_reason,
+        usage=Usage(
+            prompt_tokens=usage.input_tokens + (read or 0) + (written or 0),
+            completion_tokens=usage.output_tokens,
+            reasoning_tokens=details.thinking_tokens if details is not None else None,
+            cache_read_tokens=read,
+            cache_write_tokens=written,
+        ),
+        params=sent,
+    )
+
+
+def _turn(message: Message, marked: bool = False) -> dict[str, Any]:
     """A user or assistant turn. An assistant turn with thinking blocks sends them first,
-    unchanged (signatures and all), then its answer; any other turn is plain text, as
-    before thinking existed."""
-    if not message.reasoning_blocks:
-        return {"role": message.role, "content": message.content}
-    answer = [{"type": "text", "text": message.content}] if message.content else []
-    return {"role": message.role, "content": [*message.reasoning_blocks, *answer]}
+    unchanged (signatures and all), then its answer; a ``marked`` turn is split into text
+    blocks at its shared prefix, that one marked for caching; any other turn is plain text,
+    as before thinking existed."""
+    if message.reasoning_blocks:
+        answer = [{"type": "text", "text": message.content}] if message.content else []
+        return {"role": message.role, "content": [*message.reasoning_blocks, *answer]}
+    if marked:
+        cut = min(message.shared_prefix or 0, len(message.content))
+        return {"role": message.role, "content": text_blocks(message.content, [cut])}
+    return {"role": message.role, "content": message.content}
 
 
 def _reasoning(blocks: list[dict[str, Any]]) -> str | None:

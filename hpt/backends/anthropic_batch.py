@@ -1,0 +1,121 @@
+"""Anthropic's Message Batches (``--batch``): Messages API requests run as one batch within
+24 hours at half the price, their results read back by custom id
+(https://platform.claude.com/docs/en/build-with-claude/batch-processing).
+
+Through the official SDK's own calls (``messages.batches.create/retrieve/results/cancel``).
+Each request's ``params`` is exactly the body a direct call sends (prompt-cache marks
+included; the legacy API version's temperature in the body, where the direct call passes
+it as an extra field), and each answer is read by the same code (``completion_of``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+
+from hpt.backends.anthropic_backend import AnthropicTransport, completion_of
+from hpt.backends.batch_api import BatchPhase, BatchStatus, RequestFailed
+from hpt.backends.errors import TransientError
+from hpt.backends.openai_protocol import batch_status_error, short
+from hpt.types import Completion, GenerationParams, Message
+
+PHASES: dict[str, BatchPhase] = {
+    "in_progress": "in_progress",
+    "canceling": "in_progress",
+    "ended": "ended",
+}
+# The error types of a request that another batch may well not meet.
+TRANSIENT_ERRORS = frozenset({"api_error", "overloaded_error", "rate_limit_error", "timeout_error"})
+
+
+class AnthropicBatchAPI:
+    provider = "anthropic"
+    # The documented limits of one batch: 100,000 requests or 256 MB.
+    max_requests = 100_000
+    max_bytes = 256_000_000
+
+    def __init__(self, transport: AnthropicTransport) -> None:
+        self._transport = transport
+        self._client = transport.client
+        self.endpoint = transport.endpoint
+
+    def request(
+        self, custom_id: str, messages: list[Message], params: GenerationParams
+    ) -> dict[str, Any]:
+        t = self._transport
+        return {"custom_id": custom_id, "params": t.request_body(messages, t.sent_params(params))}
+
+    @contextlib.contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        """The SDK's errors as hpt's: retry what may pass, stop on what will not."""
+        try:
+            yield
+        except anthropic.APIStatusError as exc:
+            raise batch_status_error(
+                exc.status_code, short(exc), exc.response.headers, self.endpoint, what,
+                "ANTHROPIC_API_KEY",
+            ) from exc  # fmt: skip
+        except anthropic.APITimeoutError as exc:
+            raise TransientError(f"{what}: timed out ({self.endpoint})") from exc
+        except anthropic.APIConnectionError as exc:
+            raise TransientError(
+                f"{what}: connection failed: {short(exc)} ({self.endpoint})"
+            ) from exc
+        except anthropic.APIResponseValidationError as exc:
+            raise TransientError(f"{what}: malformed response: {short(exc)}") from exc
+
+    async def submit(self, requests: list[dict[str, Any]], local_id: str) -> str:
+        with self._calling("create the message batch"):
+            batch = await self._client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        return batch.id
+
+    async def find(self, local_id: str) -> str | None:
+        """Always None: a message batch carries no metadata to name it by, so a batch whose
+        id was not saved (the process killed while submitting it) cannot be told from
+        another; its requests go again in a new batch."""
+        return None
+
+    async def status(self, batch_id: str) -> BatchStatus:
+        with self._calling(f"message batch {batch_id}"):
+            batch = await self._client.messages.batches.retrieve(batch_id)
+        rc = batch.request_counts
+        counts = {
+            "processing": rc.processing,
+            "succeeded": rc.succeeded,
+            "errored": rc.errored,
+            "canceled": rc.canceled,
+            "expired": rc.expired,
+        }
+        state = batch.processing_status
+        return BatchStatus(PHASES.get(state, "in_progress"), state, counts)
+
+    async def results(self, batch_id: str) -> dict[str, Completion | RequestFailed]:
+        out: dict[str, Completion | RequestFailed] = {}
+        with self._calling(f"the results of message batch {batch_id}"):
+            try:
+                lines = await self._client.messages.batches.results(batch_id)
+            except anthropic.AnthropicError as exc:
+                if isinstance(exc, anthropic.APIError):
+                    raise
+                # The SDK's own complaint: no results_url yet (the batch has not ended).
+                raise TransientError(f"message batch {batch_id}: {short(exc)}") from exc
+            async for line in lines:
+                out[line.custom_id] = _outcome(line.result)
+        return out
+
+    async def cancel(self, batch_id: str) -> None:
+        with self._calling(f"cancel message batch {batch_id}"):
+            await self._client.messages.batches.cancel(batch_id)
+
+
+def _outcome(result: Any) -> Completion | RequestFailed:
+    """One request's result: its message, read as a direct call's, or why it has none."""
+    if result.type == "succeeded":
+        return completion_of(result.message, None)
+    if result.type == "errored":
+        error = result.error.error
+        return RequestFailed(f"{error.type}: {error.message}", error.type in TRANSIENT_ERRORS)
+    return RequestFailed(str(result.type), transient=True)  # canceled, expired

@@ -5,11 +5,13 @@ aiohttp transport, but sends the request body with the client's low-level ``post
 the JSON itself: the typed ``chat.completions.create`` path spends most of its time
 transforming parameters and building response models (measured: 76% vs 90% of the ideal
 call rate at 128 concurrent calls, see bench/backends.py).
+
+Batch mode (``--batch``): ``batch_api()``, OpenAI's Files + Batches (``openai_batch``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import openai
@@ -30,6 +32,36 @@ from hpt.backends.openai_reasoning import ReasoningControl
 from hpt.backends.secrets import remember_secret
 from hpt.backends.urls import split_query
 
+if TYPE_CHECKING:
+    from hpt.backends.openai_batch import OpenAIBatchAPI
+
+NO_KEY = (
+    "no OpenAI API key: set OPENAI_API_KEY in the environment or .env (any value for a local "
+    "server that ignores keys)"
+)
+
+
+def sdk_client(base_url: str | None, api_key: str | None, timeout_s: float) -> AsyncOpenAI:
+    """The official client as hpt uses it: no retries of its own, no connection cap."""
+    try:
+        # None lets the SDK read OPENAI_BASE_URL / OPENAI_API_KEY itself.
+        client = AsyncOpenAI(
+            # The SDK appends routes to the whole URL: a query goes apart.
+            base_url=split_query(base_url)[0] if base_url else None,
+            default_query=split_query(base_url)[1] if base_url else None,
+            api_key=api_key,
+            max_retries=0,  # retries are ours: bounded, jittered, and classified
+            timeout=timeout_s,
+            http_client=openai.DefaultAioHttpClient(
+                timeout=timeout_s,
+                limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None),
+            ),
+        )
+    except openai.OpenAIError as exc:
+        raise FatalBackendError(NO_KEY) from exc
+    remember_secret(client.api_key)
+    return client
+
 
 class OpenAITransport:
     """``/v1/chat/completions``. ``repetition_penalty_field``: "auto" guesses from the host;
@@ -48,26 +80,7 @@ class OpenAITransport:
         reasoning_control: ReasoningControl = "auto",
         provider: str = "openai",
     ) -> None:
-        try:
-            # None lets the SDK read OPENAI_BASE_URL / OPENAI_API_KEY itself.
-            self._client = AsyncOpenAI(
-                # The SDK appends routes to the whole URL: a query goes apart.
-                base_url=split_query(base_url)[0] if base_url else None,
-                default_query=split_query(base_url)[1] if base_url else None,
-                api_key=api_key,
-                max_retries=0,  # retries are ours: bounded, jittered, and classified
-                timeout=timeout_s,
-                http_client=openai.DefaultAioHttpClient(
-                    timeout=timeout_s,
-                    limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None),
-                ),
-            )
-        except openai.OpenAIError as exc:
-            raise FatalBackendError(
-                "no OpenAI API key: set OPENAI_API_KEY in the environment or .env (any value "
-                "for a local server that ignores keys)"
-            ) from exc
-        remember_secret(self._client.api_key)
+        self._client = sdk_client(base_url, api_key, timeout_s)
         self.provider = provider
         self.model = model
         self.endpoint = str(self._client.base_url)
@@ -105,6 +118,12 @@ class OpenAITransport:
                 f"connection failed: {short(exc)} ({self.endpoint})", replica_down=True
             ) from exc
         return parse_chat_completion(resp.content, sent)
+
+    def batch_api(self) -> OpenAIBatchAPI:
+        """OpenAI's Files + Batches on this transport's client (``--batch``)."""
+        from hpt.backends.openai_batch import OpenAIBatchAPI
+
+        return OpenAIBatchAPI(self._client, self.model, self._fields, self.provider)
 
     def _status_error(self, exc: openai.APIStatusError) -> Exception:
         return classify_status(

@@ -4,13 +4,14 @@ TGI's /v1) where hpt pushes hundreds of calls a second.
 The official SDK spends about 1 ms of CPU per call building requests and response objects
 (bench/backends.py: ~70% of the ideal call rate at 128 x 200 ms, against ~95% here); on two
 cores that, not the server, caps a run. Errors are sorted exactly as ``OpenAITransport``
-sorts them. ``client = "sdk"`` in a model's config keeps the SDK.
+sorts them. ``client = "sdk"`` in a model's config keeps the SDK. Batch mode (``batch_api()``) goes
+through the SDK all the same: its calls are few.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from pydantic_core import to_json
@@ -30,6 +31,11 @@ from hpt.backends.openai_reasoning import ReasoningControl
 from hpt.backends.secrets import remember_secret
 from hpt.backends.urls import join_route
 
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from hpt.backends.openai_batch import OpenAIBatchAPI
+
 
 class LeanOpenAITransport:
     def __init__(
@@ -45,6 +51,9 @@ class LeanOpenAITransport:
     ) -> None:
         if api_key:
             remember_secret(api_key)
+        self._api_key = api_key
+        self._timeout_s = timeout_s
+        self._sdk: AsyncOpenAI | None = None
         self.provider = provider
         self.model = model
         self.endpoint = base_url.rstrip("/")
@@ -96,6 +105,17 @@ class LeanOpenAITransport:
             ) from exc
         return parse_chat_completion(raw, sent)
 
+    def batch_api(self) -> OpenAIBatchAPI:
+        """OpenAI's Files + Batches at this endpoint, through the official SDK (imported
+        only here: it costs most of a second). Most self-hosted servers have no Batch API:
+        their 404 says so at the first submission."""
+        from hpt.backends.openai_backend import sdk_client
+        from hpt.backends.openai_batch import OpenAIBatchAPI
+
+        if self._sdk is None:
+            self._sdk = sdk_client(self.endpoint, self._api_key, self._timeout_s)
+        return OpenAIBatchAPI(self._sdk, self.model, self._fields, self.provider)
+
     def _status_error(self, code: int, raw: bytes, headers: Any) -> Exception:
         try:
             message = str(json.loads(raw)["error"]["message"])
@@ -120,3 +140,5 @@ class LeanOpenAITransport:
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+        if self._sdk is not None:
+            await self._sdk.close()

@@ -1,7 +1,9 @@
 """The results room: what a run saves (records), how it is scored (scoring, tally), what a
-report knows of each dataset (info), and the run directory (store). It imports nothing from
-the rooms that run models, so any run directory can be read with only this room."""
+report knows of each dataset (info), what calls cost (costs), and the run directory (store).
+It imports nothing from the rooms that run models, so any run directory can be read with only
+this room."""
 
+from hpt.results.costs import ModelPrice, PriceBook, PriceError, call_cost, worst_cost
 from hpt.results.info import Column, ReportTable, TaskInfo
 from hpt.results.reader import RunInfo, read_records, read_run_info
 from hpt.results.records import Attempt, Call, Cell, Reading, SampleRecord, Selection
@@ -14,6 +16,9 @@ __all__ = [
     "Call",
     "Cell",
     "Column",
+    "ModelPrice",
+    "PriceBook",
+    "PriceError",
     "Reading",
     "ReadingSummary",
     "ReportTable",
@@ -24,6 +29,7 @@ __all__ = [
     "Summary",
     "Tally",
     "TaskInfo",
+    "call_cost",
     "hpi_score",
     "pass_at_k",
     "read_records",
@@ -32,4 +38,5 @@ __all__ = [
     "sample_score",
     "summarize",
     "summarize_cells",
+    "worst_cost",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from hpt import __version__
+from hpt.results.costs import ModelPrice
 from hpt.results.info import TaskInfo
 from hpt.results.tally import Summary
 from hpt.types import GenerationParams, unset
@@ -62,3 +63,6 @@ class RunMeta(BaseModel):
     tasks: dict[str, TaskInfo] = Field(default_factory=dict)
     # Each dataset's generation parameters, asked and sent.
     generation: dict[str, DatasetParams] = Field(default_factory=dict)
+    # The prices the run used, by backend label, each with its source (a budget, or prices
+    # known); absent when it priced nothing. Reports cost the run's calls at these.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict, exclude_if=lambda p: not p)

@@ -84,6 +84,12 @@ class Summary(BaseModel):
     # Of ``completion_tokens``, those spent thinking, where the provider counted them (OpenAI's
     # reasoning_tokens); None: no call of the cell reported any.
     reasoning_tokens: int | None = Field(None, exclude_if=unset)
+    # Of ``prompt_tokens``, those read from and written to the provider's prompt cache, where
+    # the provider counted them; None: no call of the cell reported any. The cached share of
+    # input: ``cache_read_tokens / prompt_tokens``.
+    cache_read_tokens: int | None = Field(None, exclude_if=unset)
+    cache_write_tokens: int | None = Field(None, exclude_if=unset)
+    cached_input_share: float | None = Field(None, exclude_if=unset)
     # Attempts cut off at the token limit (unresolved because of it), by level; each one's
     # record says whether inside its thinking or its answer (``Attempt.truncated``).
     truncated: dict[int, int] = Field(default_factory=dict, exclude_if=lambda cut: not cut)
@@ -93,6 +99,8 @@ class Summary(BaseModel):
     # Of ``calls``, those no model call was made for: answered from the response cache, or
     # shared with an identical request in flight (another threshold cell's; ``Call.shared``).
     cached_calls: int = 0
+    # Of ``calls``, those answered through a provider's Batch API (billed at batch prices).
+    batched_calls: int = Field(0, exclude_if=lambda n: not n)
     # Translation and summarisation: the dataset-level score over each scored sample's final
     # output (the resolving attempt, else the last) -- corpus BLEU for IWSLT, mean ROUGE-L F
     # for SAMSum, on a 0-1 scale -- as reported beside the HPI in the paper's table 3.
@@ -177,6 +185,9 @@ class Tally:
         self.score_sum = 0.0
         self.calls = self.cached_calls = self.prompt_tokens = self.completion_tokens = 0
         self.reasoning_tokens: int | None = None
+        self.cache_read_tokens: int | None = None
+        self.cache_write_tokens: int | None = None
+        self.batched_calls = 0
         self.truncated: dict[int, int] = {}
         self.attempts = 0
         # (final output, reference, its score) per scored sample, for text metrics
@@ -246,6 +257,13 @@ class Tally:
         reasoning = record.reasoning_tokens
         if reasoning is not None:
             self.reasoning_tokens = (self.reasoning_tokens or 0) + reasoning
+        for call in record.all_calls():
+            usage = call.usage
+            self.batched_calls += call.batched
+            if usage.cache_read_tokens is not None:
+                self.cache_read_tokens = (self.cache_read_tokens or 0) + usage.cache_read_tokens
+            if usage.cache_write_tokens is not None:
+                self.cache_write_tokens = (self.cache_write_tokens or 0) + usage.cache_write_tokens
         self.attempts += len(record.attempts)
         for attempt in record.attempts:
             if attempt.truncated is not None:
@@ -329,6 +347,13 @@ class Tally:
     def hpi(self) -> float | None:
         return self.score_sum / self.n if self.n else None
 
+    @property
+    def cached_input_share(self) -> float | None:
+        """The share of input tokens read from the provider's prompt cache; None: no call
+        reported cache reads."""
+        read = self.cache_read_tokens
+        return None if read is None or not self.prompt_tokens else read / self.prompt_tokens
+
     def text_score(self) -> tuple[str | None, float | None]:
         info = self.info
         if info is None or info.corpus_rule is None or not self.finals:
@@ -388,6 +413,7 @@ class Tally:
             errors=self.errors,
             calls=self.calls,
             cached_calls=self.cached_calls,
+            batched_calls=self.batched_calls,
             text_metric=metric,
             text_score=score,
             pass_at_k=self.pass_at(),
@@ -400,6 +426,9 @@ class Tally:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             reasoning_tokens=self.reasoning_tokens,
+            cache_read_tokens=self.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            cached_input_share=self.cached_input_share,
             truncated=dict(sorted(self.truncated.items())),
             attempts=self.attempts,
             readings=self.reading_summaries(),

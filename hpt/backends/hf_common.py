@@ -263,7 +263,8 @@ class InferenceClientTransport:
             usage=Usage(
                 prompt_tokens=usage.prompt_tokens if usage else 0,
                 completion_tokens=usage.completion_tokens if usage else 0,
-                reasoning_tokens=_reasoning_tokens(usage),
+                reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
+                cache_read_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
             ),
             logprobs=logprobs,
             params=sent,
@@ -282,9 +283,11 @@ def _reasoning(message: Any) -> str | None:
     return reasoning if isinstance(reasoning, str) and reasoning else None
 
 
-def _reasoning_tokens(usage: Any) -> int | None:
-    """``usage.completion_tokens_details.reasoning_tokens``, kept by huggingface_hub as an
-    extra attribute (a dict) where a provider reports it; None: not reported."""
-    details = getattr(usage, "completion_tokens_details", None)
-    count = details.get("reasoning_tokens") if isinstance(details, dict) else None
+def _detail(usage: Any, group: str, name: str) -> int | None:
+    """A count of ``usage``'s details (``completion_tokens_details.reasoning_tokens``,
+    ``prompt_tokens_details.cached_tokens``), kept by huggingface_hub as an extra attribute
+    (a dict) where a router provider reports it (TGI itself reports neither); None: not
+    reported."""
+    details = getattr(usage, group, None)
+    count = details.get(name) if isinstance(details, dict) else None
     return int(count) if isinstance(count, int) else None

@@ -126,13 +126,9 @@ class OpenAIBatchAPI:
         rc = batch.request_counts
         counts = {"total": rc.total, "completed": rc.completed, "failed": rc.failed} if rc else {}
         error = None
-        if batch.status == "failed":
-            messages = (
-                [e.message or e.code or "" for e in (batch.errors.data or [])]
-                if batch.errors
-                else []
-            )
-            error = "; ".join(m for m in messages if m) or "the batch failed"
+        if batch.status == "failed":  # its input refused: errors.data says why, line by line
+            errors = (batch.errors.data or []) if batch.errors else []
+            error = "; ".join(e.message or e.code or "" for e in errors) or "the batch failed"
         return BatchStatus(PHASES.get(batch.status, "in_progress"), batch.status, counts, error)
 
     async def results(self, batch_id: str) -> dict[str, Completion | RequestFailed]:

@@ -47,6 +47,20 @@ class BackendStats:
     errors: int = 0  # calls that failed for good
     in_flight: int = 0
     concurrency: int | None = None  # the current cap, if any
+    # Batch mode (hpt.backends.batching): requests queued for the next batch (and the batches
+    # they will make), batches submitted and not yet collected, batches collected or failed
+    # (those of earlier processes of the run included), each with its requests.
+    batches_waiting: int = 0
+    batch_requests_waiting: int = 0
+    batches_in_progress: int = 0
+    batch_requests_in_progress: int = 0
+    batches_done: int = 0
+    batch_requests_done: int = 0
+
+    @property
+    def batching(self) -> bool:
+        """Whether any batch exists (or is forming)."""
+        return bool(self.batch_requests_waiting or self.batches_in_progress or self.batches_done)
 
 
 class AdaptiveConcurrency:

@@ -1,6 +1,7 @@
 """Async model backends behind one protocol."""
 
 from hpt.backends.base import Backend, Completion, GenerationParams, Message, Usage
+from hpt.backends.batching import BatchOptions
 from hpt.backends.cache import CacheError, CacheStats, ResponseCache, default_cache_path
 from hpt.backends.errors import BackendError, FatalBackendError, SettingRefused, TransientError
 from hpt.backends.limits import BackendLimits, BackendStats, RateLimitFields
@@ -31,6 +32,7 @@ __all__ = [
     "BackendError",
     "BackendLimits",
     "BackendStats",
+    "BatchOptions",
     "CacheError",
     "CacheStats",
     "Completion",

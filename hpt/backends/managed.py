@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hpt.backends.base import Completion, GenerationParams, Message, valid_text
+from hpt.backends.batching import BatchCollector, BatchOptions
 from hpt.backends.cache import ResponseCache, cache_key
 from hpt.backends.errors import BackendError, FatalBackendError, TransientError
 from hpt.backends.gate import CallGate, prompt_token_bound
@@ -93,10 +94,14 @@ class ManagedBackend:
         cache_endpoint: str | None = None,
         think_tags: ThinkTags = DEFAULT_THINK_TAGS,
         gate: CallGate | None = None,
+        batch: BatchOptions | None = None,
     ) -> None:
         self.transport = transport
         # What the run may spend: asked before every call sent (hpt.backends.gate).
         self.gate = gate
+        # Batch mode, asked for; used when the transport has a Batch API (see ``batched``).
+        self._batch = batch
+        self._collector: BatchCollector | None = None
         # The inline thinking blocks its completions may start with (hpt.backends.thinking).
         self._think_tags = think_tags
         # What stands for the endpoint in cache keys, when the URL itself is not stable
@@ -115,12 +120,43 @@ class ManagedBackend:
     def name(self) -> str:
         return self._label
 
+    @property
+    def batched(self) -> bool:
+        """Whether calls go through the provider's Batch API (batch mode asked for, and the
+        transport offers one; known after ``check``). Batch mode asked for a provider
+        without one: False, and calls are sent directly."""
+        return self._collector is not None
+
     async def check(self) -> None:
         await self.transport.start()
         self._limiter = Limiter(self._limits, self.stats, self.transport.suggested_concurrency)
+        offer = getattr(self.transport, "batch_api", None)  # a transport may have none
+        api = offer() if self._batch is not None and callable(offer) else None
+        if api is not None and self._batch is not None:
+            collector = BatchCollector(
+                api,
+                self._batch,
+                label=self._label,
+                model=self.transport.model,
+                endpoint=self._cache_endpoint or self.transport.endpoint,
+                retry=self._retry,
+                stats=self.stats,
+                gate=self.gate,
+                params_of=self.sent_params,
+            )
+            try:
+                await collector.start()
+            except BaseException:
+                await collector.aclose()
+                raise
+            self._collector = collector
 
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        try:
+            if self._collector is not None:
+                await self._collector.aclose()
+        finally:
+            await self.transport.aclose()
 
     def _key(self, messages: list[Message], params: GenerationParams, seed: str) -> str:
         t = self.transport
@@ -196,9 +232,13 @@ class ManagedBackend:
                 self.stats.cache_hits += 1
                 return hit.model_copy(update={"cached": True})
         try:
-            completion = await call_with_retries(
-                lambda: self._attempt(messages, params), self._retry, self._on_retry
-            )
+            if self._collector is not None:
+                # No limiter and no retry wrapper: the batch's own queue and its retries.
+                completion = await self._collector.ask(key, messages, params)
+            else:
+                completion = await call_with_retries(
+                    lambda: self._attempt(messages, params), self._retry, self._on_retry
+                )
         except GaveUp as exc:
             self.stats.errors += 1
             raise BackendError(

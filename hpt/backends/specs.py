@@ -16,8 +16,10 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 import hpt.backends.builtin  # noqa: F401  (registers the built-in providers)
+from hpt.backends.batching import BatchOptions
 from hpt.backends.cache import ResponseCache
 from hpt.backends.errors import BackendError
+from hpt.backends.gate import CallGate
 from hpt.backends.managed import ManagedBackend
 from hpt.backends.providers import (
     PROVIDERS,
@@ -104,10 +106,14 @@ async def open_backend(
     label: str,
     cache: ResponseCache | None = None,
     base_url: str | None = None,
+    gate: CallGate | None = None,
+    batch: BatchOptions | None = None,
 ) -> AsyncIterator[ManagedBackend]:
     """Yield a ready backend; anything it started (the embedded server) stops on exit.
 
-    ``base_url`` serves the model there instead of at its own endpoints.
+    ``base_url`` serves the model there instead of at its own endpoints; ``gate`` is asked
+    before every call it sends (the run's budget); ``batch`` turns batch mode on where the
+    provider has a Batch API (``ManagedBackend.batched`` says whether it had).
     """
     config = model_config_from(config)
     if base_url:
@@ -123,6 +129,8 @@ async def open_backend(
             cache=cache,
             cache_endpoint=opened.cache_endpoint,
             think_tags=config.think_tags,
+            gate=gate,
+            batch=batch,
         )
         # Closed before the provider's context exits: the transport before its servers.
         stack.push_async_callback(backend.aclose)

@@ -33,6 +33,15 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def batches_line(b: BackendStats) -> str:
+    """Batch mode's queue, open and collected batches, each with its requests."""
+    return (
+        f"batches: {b.batches_waiting:,} waiting ({b.batch_requests_waiting:,} req) · "
+        f"{b.batches_in_progress:,} in progress ({b.batch_requests_in_progress:,} req) · "
+        f"{b.batches_done:,} done ({b.batch_requests_done:,} req)"
+    )
+
+
 class RichProgress:
     """Samples done, resolved per level, running HPI, tokens and errors, refreshed live."""
 
@@ -77,6 +86,8 @@ class RichProgress:
                 f"cache hits {b.cache_hits}  retries {b.retries}  rate-limited {b.rate_limited}  "
                 f"held back {b.rate_limit_wait_s:.1f} s  failed {b.errors}"
             )
+            if b.batching:
+                grid.add_row(f"{name}: {batches_line(b)}")
         for tally in tallies[:MAX_CELLS_SHOWN]:
             levels = " ".join(str(tally.level_counts[k]) for k in range(1, tally.m + 1))
             missing = f"  judge gave no score {tally.judge_missing}" if tally.judge_missing else ""

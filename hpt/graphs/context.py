@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.prompts import FieldValue
+from hpt.prompts.library import mark_shared
 from hpt.results.records import Attempt, Call, Reading
 from hpt.tasks import Sample, Task
 
@@ -118,8 +119,10 @@ class StrategyContext:
         index: int = 0,
     ) -> Completion:
         """One recorded call. ``index`` > 0 marks a further sample of the same prompt
-        (``seeded``), not a repeat of the first."""
+        (``seeded``), not a repeat of the first. Messages rendered from a template carry
+        their shared prefix (``Message.shared_prefix``) to the backend."""
         backend = model or self.model
+        mark_shared(messages)
         seed, params = self.seeded(index, params)
         result = await backend.complete(messages, params, cache_seed=seed)
         self.calls.append(Call.of(purpose, backend.name, messages, result))

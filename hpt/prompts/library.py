@@ -3,24 +3,103 @@
 Placeholders are ``{name}``; a value that is a list of (label, text) pairs is rendered as an
 option list using the file's ``[options]`` table (``item``, ``separator``), which a strategy's
 table may override with ``options_separator``.
+
+Every render also says how much of its text is the same for every sample asked it
+(``Rendered.shared_prefix``): the text before the first field whose value is the sample's.
+That is where a provider's prompt cache can reuse what other samples already sent.
 """
 
 from __future__ import annotations
 
 import string
+import threading
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from hpt.errors import HptError
+from hpt.types import Message, Role
 
 Options = Sequence[tuple[str, str]]
 FieldValue = str | Options
 
 _DEFAULT_OPTIONS = {"item": '{label}. "{text}"', "separator": ","}
+
+# The fields whose value is the same for every sample asked a template: the three-shot
+# exemplars (a dataset's fixed three, or its group's: an MMLU subject's, a MedCalc
+# calculator's). Every other field of a ladder's templates is the sample's own; a caller
+# that fills others that are not (the selector's {count}, the extractor's {form}) says so.
+SHARED_FIELDS: frozenset[str] = frozenset({"exemplars"})
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A rendered prompt text and how many of its leading characters are the same for every
+    sample asked it (``Message.shared_prefix``)."""
+
+    text: str
+    shared_prefix: int
+
+    @classmethod
+    def constant(cls, text: str) -> Rendered:
+        """Text the same for every sample: wholly shared."""
+        return cls(text, len(text))
+
+    @property
+    def whole(self) -> bool:
+        return self.shared_prefix == len(self.text)
+
+    def message(self, role: Role) -> Message:
+        return Message(role=role, content=self.text, shared_prefix=self.shared_prefix)
+
+
+def joined(parts: Sequence[Rendered], separator: str) -> Rendered:
+    """``parts`` joined by ``separator``: shared through every part wholly shared and into
+    the first that is not."""
+    shared = 0
+    for i, part in enumerate(parts):
+        shared += (len(separator) if i else 0) + part.shared_prefix
+        if not part.whole:
+            break
+    return Rendered(separator.join(p.text for p in parts), shared)
+
+
+class _Lately:
+    """The shared prefixes of the texts rendered lately, so that where a message built from
+    one is sent (hpt.graphs.context.StrategyContext.draw) it can be marked without every
+    strategy carrying the number along. A message is sent right after its text is rendered
+    (no await between), so a short memory is enough. Locked: DSPy's optimisers render in
+    worker threads."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._prefixes: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, rendered: Rendered) -> None:
+        with self._lock:
+            self._prefixes[rendered.text] = rendered.shared_prefix
+            if len(self._prefixes) > self._size:
+                del self._prefixes[next(iter(self._prefixes))]
+
+    def get(self, text: str) -> int | None:
+        return self._prefixes.get(text)
+
+
+_LATELY = _Lately(1024)
+
+
+def mark_shared(messages: Iterable[Message]) -> None:
+    """Set ``shared_prefix`` on each of ``messages`` that has none and whose text was
+    rendered lately. In place: a conversation's earlier turns keep their mark for its later
+    calls (least-to-most's steps)."""
+    for message in messages:
+        if message.shared_prefix is None:
+            message.shared_prefix = _LATELY.get(message.content)
 
 
 class PromptError(HptError, LookupError):
@@ -89,8 +168,21 @@ class PromptSet:
         return list(value)
 
     def render(self, strategy: str, template: str, fields: Mapping[str, FieldValue]) -> str:
+        return self.rendered(strategy, template, fields).text
+
+    def rendered(
+        self,
+        strategy: str,
+        template: str,
+        fields: Mapping[str, FieldValue | Rendered],
+        shared: Collection[str] = SHARED_FIELDS,
+    ) -> Rendered:
+        """``template`` filled from ``fields``, with its shared prefix: the text before the
+        first field not named in ``shared`` (the same for every sample). A field given as
+        ``Rendered`` (a prompt inside a prompt) is shared as far as its own prefix."""
         separator = self.section(strategy).get("options_separator", self._options["separator"])
         values: dict[str, str] = {}
+        prefixes: dict[str, int] = {}
         for name in _placeholders(template):
             if name not in fields:
                 raise PromptError(
@@ -98,10 +190,21 @@ class PromptSet:
                     f"fields provided here ({', '.join(sorted(fields)) or 'none'})"
                 )
             value = fields[name]
-            values[name] = (
-                value if isinstance(value, str) else self.render_options(value, separator)
-            )
-        return template.format_map(values)
+            if isinstance(value, Rendered):
+                values[name] = value.text
+                prefixes[name] = len(value.text) if name in shared else value.shared_prefix
+            else:
+                values[name] = (
+                    value if isinstance(value, str) else self.render_options(value, separator)
+                )
+                prefixes[name] = len(values[name]) if name in shared else 0
+        out = Rendered(template.format_map(values), _shared_length(template, values, prefixes))
+        _LATELY.remember(out)
+        return out
+
+    def constant(self, strategy: str, key: str) -> Rendered:
+        """The text ``key`` of ``[strategy]`` as it stands (no fields): wholly shared."""
+        return Rendered.constant(self.text(strategy, key))
 
     def render_options(self, options: Options, separator: str | None = None) -> str:
         item = self._options["item"]
@@ -109,12 +212,37 @@ class PromptSet:
         return sep.join(item.format(label=label, text=text) for label, text in options)
 
 
+_FORMATTER = string.Formatter()
+
+
+@lru_cache(maxsize=4096)
+def _parsed(template: str) -> tuple[tuple[str, str | None, str | None, str | None], ...]:
+    """The template as literal text and fields, parsed once per template (every prompt of
+    every climb renders one of a few dozen templates)."""
+    return tuple(_FORMATTER.parse(template))
+
+
 @lru_cache(maxsize=4096)
 def _placeholders(template: str) -> tuple[str, ...]:
-    """The template's field names, parsed once per template (every prompt of every climb
-    renders one of a few dozen templates)."""
-    names = (name for _, name, _, _ in string.Formatter().parse(template) if name is not None)
-    return tuple(dict.fromkeys(names))
+    """The template's field names."""
+    return tuple(dict.fromkeys(name for _, name, _, _ in _parsed(template) if name is not None))
+
+
+def _shared_length(template: str, values: Mapping[str, str], prefixes: Mapping[str, int]) -> int:
+    """How many leading characters of ``template`` filled with ``values`` are shared: its
+    literal text and its fields' values up to the first field shared only in part
+    (``prefixes``: how much of each field's value is)."""
+    length = 0
+    for literal, name, spec, conversion in _parsed(template):
+        length += len(literal)  # as rendered: "{{" reads "{"
+        if name is None:
+            continue
+        if spec or conversion:
+            return length  # a formatted field may not show its value as it stands
+        length += prefixes[name]
+        if prefixes[name] < len(values[name]):
+            break
+    return length
 
 
 @cache

@@ -14,13 +14,14 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from hpt.backends import Backend, BackendError, FatalBackendError, Message
+from hpt.backends import Backend, BackendError, FatalBackendError
 from hpt.graphs.context import helper_params
 from hpt.graphs.node import LadderRuntime, attempt_ends_climb, cache_seed, strategy_node
 from hpt.graphs.selector_reader import parse_level
 from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import STRATEGIES, resolve_strategies
 from hpt.prompts import PromptSet
+from hpt.prompts.library import Rendered, joined
 from hpt.results.records import Call, Selection
 
 SELECTOR = "selector"
@@ -38,19 +39,29 @@ def strategy_labels(names: Sequence[str]) -> list[str]:
 
 
 def selector_prompt(
-    prompts: PromptSet, names: Sequence[str], task_text: str, tried: Sequence[int]
+    prompts: PromptSet, names: Sequence[str], task_text: str | Rendered, tried: Sequence[int]
 ) -> str:
     """The selector's question: the ladder's strategies as their registrations describe
     them, numbered by level, then the task and the levels already tried."""
-    section = prompts.section(SELECTOR)
+    return selector_rendered(prompts, names, task_text, tried).text
+
+
+def selector_rendered(
+    prompts: PromptSet, names: Sequence[str], task_text: str | Rendered, tried: Sequence[int]
+) -> Rendered:
+    """``selector_prompt`` with its shared prefix: the instructions and the strategies'
+    descriptions (the same for every sample of a ladder) come before the task."""
     listed = "\n".join(f"{i}. {STRATEGIES[name].shown()}" for i, name in enumerate(names, 1))
     count = _COUNTS[len(names)] if len(names) < len(_COUNTS) else str(len(names))
-    parts = [str(section["intro"]).format(count=count), listed,
-             str(section["task"]).format(task=task_text)]  # fmt: skip
+
+    def part(key: str, **fields: str | Rendered) -> Rendered:
+        return prompts.rendered(SELECTOR, prompts.text(SELECTOR, key), fields, shared={"count"})
+
+    parts = [part("intro", count=count), Rendered.constant(listed), part("task", task=task_text)]
     if tried:
-        parts.append(str(section["feedback"]).format(tried=", ".join(map(str, tried))))
-    parts.append(str(section["ask"]))
-    return "\n\n".join(parts)
+        parts.append(part("feedback", tried=", ".join(map(str, tried))))
+    parts.append(prompts.constant(SELECTOR, "ask"))
+    return joined(parts, "\n\n")
 
 
 def build_adaptive(
@@ -70,11 +81,9 @@ def build_adaptive(
         sample = state["sample"]
         selections: list[Selection] = list(state.get("selections", []))
         tried = [a.level for a in state["attempts"]]
-        task_text = runtime.task.prompts.render(
-            "role", runtime.task.prompts.text("role", "user"), dict(sample.fields)
-        )
-        prompt = selector_prompt(templates, names, task_text, tried)
-        messages = [Message(role="user", content=prompt)]
+        task_prompts = runtime.task.prompts
+        task_text = task_prompts.rendered("role", task_prompts.text("role", "user"), sample.fields)
+        messages = [selector_rendered(templates, names, task_text, tried).message("user")]
         iteration = len(selections) + 1
         seed = cache_seed(sample.id, runtime.epoch, state.get("draw", 0)) + f"#select{iteration}"
         params = helper_params(runtime.params, selector_model, runtime.model)

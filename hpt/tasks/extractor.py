@@ -39,13 +39,15 @@ class AnswerExtractor:
         return task.name in self._forms
 
     def messages(self, task: Task, sample: Sample, completion: str) -> list[Message]:
-        asked = task.prompts.render("role", task.prompts.text("role", "user"), sample.fields)
-        text = self.prompts.render(
+        asked = task.prompts.rendered("role", task.prompts.text("role", "user"), sample.fields)
+        # {form} is the dataset's: the same for all its samples.
+        rendered = self.prompts.rendered(
             "extractor",
             self.prompts.text("extractor", "user"),
             {"task": asked, "completion": completion, "form": self._forms[task.name]},
+            shared={"form"},
         )
-        return [Message(role="user", content=text)]
+        return [rendered.message("user")]
 
     async def extract(
         self, task: Task, sample: Sample, completion: str, rule: Check, cache_seed: str

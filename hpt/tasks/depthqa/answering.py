@@ -80,28 +80,29 @@ class DepthPrompts:
 
     def __init__(self, prompts: PromptSet) -> None:
         self.prompts = prompts
-        self.system = Message(role="system", content=prompts.text(SECTION, "system"))
+        self.system = prompts.constant(SECTION, "system").message("system")
 
-    def _render(self, key: str, **fields: str) -> str:
-        return self.prompts.render(SECTION, self.prompts.text(SECTION, key), fields)
+    def _render(self, key: str, **fields: str) -> Message:
+        rendered = self.prompts.rendered(SECTION, self.prompts.text(SECTION, key), fields)
+        return rendered.message("user")
 
     def zero_shot(self, question: str) -> list[Message]:
-        text = self._render("zero_shot", question=question)
-        return [self.system, Message(role="user", content=text)]
+        return [self.system, self._render("zero_shot", question=question)]
 
     def with_pairs(self, question: str, pairs: Sequence[tuple[str, str]]) -> list[Message]:
         """Table 28; a node without predecessors is asked zero-shot (the same call)."""
         if not pairs:
             return self.zero_shot(question)
-        lines = "\n".join(self._render("pair", question=q, answer=a) for q, a in pairs)
-        text = self._render("with_pairs", pairs=lines, question=question)
-        return [self.system, Message(role="user", content=text)]
+        pair = self.prompts.text(SECTION, "pair")
+        lines = "\n".join(self.prompts.render(SECTION, pair, {"question": q, "answer": a})
+                          for q, a in pairs)  # fmt: skip
+        return [self.system, self._render("with_pairs", pairs=lines, question=question)]
 
     def turn(self, question: str) -> Message:
-        return Message(role="user", content=self._render("zero_shot", question=question))
+        return self._render("zero_shot", question=question)
 
     def last_turn(self, question: str) -> Message:
-        return Message(role="user", content=self._render("last_turn", question=question))
+        return self._render("last_turn", question=question)
 
 
 class DepthJudge:
@@ -115,14 +116,16 @@ class DepthJudge:
         self.params = params.model_copy(update={"temperature": 0.0, "logprobs": False})
         self.retry_params = params.model_copy(update={"temperature": 1.0, "logprobs": False})
         self.prompts = prompts
+        self.system = prompts.constant(JUDGE, "system").message("system")
         self.memo = memo
 
     def messages(self, question: str, prediction: str, reference: str) -> list[Message]:
-        user = self.prompts.render(JUDGE, self.prompts.text(JUDGE, "user"), {
+        # The rubric follows the answer in the paper's prompt: only the task description
+        # before {instruction} is shared.
+        user = self.prompts.rendered(JUDGE, self.prompts.text(JUDGE, "user"), {
             "instruction": question, "response": prediction, "reference_answer": reference,
         })  # fmt: skip
-        return [Message(role="system", content=self.prompts.text(JUDGE, "system")),
-                Message(role="user", content=user)]  # fmt: skip
+        return [self.system, user.message("user")]
 
     async def judge(
         self, question: str, prediction: str, reference: str, seed: str

@@ -4,11 +4,13 @@ kept in the run directory and followed by a later process.
 The provider is an in-process implementation of hpt's own ``BatchAPI`` Protocol
 (``ScriptedBatches``), which records what was submitted and can hold, expire, fail or error
 a batch or one of its requests; end-to-end tests through the providers' SDKs against the
-test servers are in tests/test_batch_providers.py."""
+test servers are in tests/test_batch_providers.py; the last test here runs the engine with
+the real OpenAI transport against the test server's Files + Batches."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 from collections import Counter
@@ -18,16 +20,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
-from hpt.backends import BackendStats, BatchOptions, ManagedBackend, ResponseCache, RetryPolicy
+from hpt.backends import (
+    BackendStats,
+    BatchOptions,
+    ManagedBackend,
+    ResponseCache,
+    RetryPolicy,
+    model_config_from,
+    open_backend,
+)
 from hpt.backends.batch_api import BatchStatus, RequestFailed
 from hpt.backends.batch_journal import JOURNAL, RESULTS
 from hpt.backends.batching import BatchCollector
 from hpt.backends.errors import BackendError, BudgetSpent, FatalBackendError, TransientError
 from hpt.backends.limits import BackendLimits
-from hpt.cli.progress import batches_line
+from hpt.cli.progress import RichProgress, batches_line
 from hpt.errors import StorageError
+from hpt.orchestrator import RunSpec
 from hpt.types import Completion, GenerationParams, Message, Usage
+from tests.backend_helpers import serving
+from tests.servers.openai_compat import FakeOpenAI
 
 RETRY = RetryPolicy(max_attempts=3, initial_wait_s=0.001, max_wait_s=0.01, max_total_s=5)
 PARAMS = GenerationParams(max_tokens=50)
@@ -587,3 +601,60 @@ async def test_stats_count_waiting_open_and_done_batches(
     await settle_down()
     assert s.batch_requests_waiting == 0 and not s.batches_waiting
     await run.collector.aclose()
+
+
+def test_the_live_display_shows_batches_once_there_are_any(tmp_path: Path) -> None:
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, force_terminal=True, width=200))
+    direct, batched = BackendStats(calls=3), BackendStats(calls=2340)
+    progress.watch({"tgi:http://gpu-1:8080": direct, "openai:gpt-4o": batched})
+    progress.started(RunSpec(dataset="boolq"), total=10, out=tmp_path)
+    batched.batches_waiting, batched.batch_requests_waiting = 1, 340
+    batched.batches_in_progress, batched.batch_requests_in_progress = 2, 2000
+    batched.batches_done, batched.batch_requests_done = 5, 4812
+    progress.stop()
+    text = out.getvalue()
+    assert (
+        "openai:gpt-4o: batches: 1 waiting (340 req) · 2 in progress (2,000 req) · "
+        "5 done (4,812 req)"
+    ) in text
+    assert "tgi:http://gpu-1:8080: batches" not in text
+
+
+# -- end to end: OpenAI's SDK against the test server's Files + Batches ------------------
+async def test_openai_batches_through_the_sdk_retry_and_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=lambda body: f"echo: {body['messages'][-1]['content']}")
+    # The first submission of "2" fails inside its batch with a server error (transient).
+    fake.batch_faults.request_error = lambda custom_id, body: (
+        500 if body["messages"][-1]["content"] == "2" and fake.ledger.submitted[custom_id] == 1
+        else None
+    )  # fmt: skip
+    batch = options(tmp_path, size=4, wait_s=0.05, poll_s=0.05)
+    with serving(fake.app()) as srv:
+        config = model_config_from(
+            {
+                "provider": "openai",
+                "model": "test-model",
+                "endpoints": [srv.base_url],
+                "retry": RETRY.model_dump(),
+            }
+        )
+        async with open_backend(config, label="openai:test-model", batch=batch) as b:
+            assert b.batched
+            answers = await asyncio.gather(*(b.complete(msgs(str(i)), PARAMS) for i in range(4)))
+        assert fake.direct_calls == 0
+        assert [len(r.custom_ids) for r in fake.ledger.batches.values()] == [4, 1]
+        assert set(fake.ledger.submitted.values()) == {1, 2}
+        assert [a.text for a in answers] == [f"echo: {i}" for i in range(4)]
+        assert all(a.batched and not a.cached and a.usage.completion_tokens for a in answers)
+        assert answers[0].params is not None and answers[0].params["max_tokens"] == 50
+        assert [e["state"] for e in journal(tmp_path)] == ["collected", "collected"]
+
+        # A later process (no response cache) answers from the saved results; nothing is sent.
+        async with open_backend(config, label="openai:test-model", batch=batch) as b:
+            again = await b.complete(msgs("2"), PARAMS)
+        assert again.text == "echo: 2" and again.batched and not again.cached
+        assert len(fake.ledger.batches) == 2 and fake.direct_calls == 0

@@ -22,7 +22,7 @@ ENDED = {"completed", "failed", "expired", "cancelled"}
 
 
 def counts(batch: Any) -> dict[str, int]:
-    return dict(counts(batch))
+    return dict(batch.request_counts.model_dump())
 
 
 def echo(body: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     ConfigDict,
@@ -33,6 +33,8 @@ from hpt.backends import (
     parse_model_spec,
     spec_label,
 )
+from hpt.backends.batching import BatchOptions
+from hpt.backends.gate import CallGate
 from hpt.backends.managed import ManagedBackend
 from hpt.backends.secrets import without_credentials
 from hpt.backends.specs import check_endpoint
@@ -65,6 +67,10 @@ class ModelSettings(RateLimitFields):
     models: dict[str, AnyModelConfig] = Field(default_factory=dict)
     # Overrides of every backend's own retry policy (only the fields set).
     retry: RetryPolicy | None = None
+    # Provider prompt caching (--prompt-cache): "auto" marks shared prompt prefixes for the
+    # providers that cache only where told (Anthropic's cache_control); "off" marks none.
+    # Given, it overrides a named model's own; applied to the configs that have the setting.
+    prompt_cache: Literal["auto", "off"] = Field("auto", exclude_if=lambda v: v == "auto")
 
     @field_validator("base_url")
     @classmethod
@@ -111,6 +117,8 @@ class ModelSettings(RateLimitFields):
             update["retry"] = config.retry.model_copy(
                 update=self.retry.model_dump(exclude_unset=True)
             )
+        if "prompt_cache" in self.model_fields_set and "prompt_cache" in type(config).model_fields:
+            update["prompt_cache"] = self.prompt_cache
         config = config.model_copy(update=update)
         if self.base_url and name in self.base_url_models() and name not in self.models:
             config = config.with_endpoint(self.base_url)
@@ -118,19 +126,39 @@ class ModelSettings(RateLimitFields):
 
 
 class ModelBackends:
-    """Opens each distinct resolved model once, on the caller's exit stack."""
+    """Opens each distinct resolved model once, on the caller's exit stack; each asks
+    ``gate`` (the run's budget) before every call it sends, and batches its calls where
+    ``batch`` is given and its provider has a Batch API."""
 
-    def __init__(self, stack: contextlib.AsyncExitStack, cache: ResponseCache | None) -> None:
+    def __init__(
+        self,
+        stack: contextlib.AsyncExitStack,
+        cache: ResponseCache | None,
+        *,
+        gate: CallGate | None = None,
+        batch: BatchOptions | None = None,
+    ) -> None:
         self._stack = stack
         self._cache = cache
+        self._gate = gate
+        self._batch = batch
         self._open: dict[tuple[str, str], ManagedBackend] = {}
 
     async def open(self, model: ResolvedModel) -> ManagedBackend:
         if model.key not in self._open:
-            self._open[model.key] = await self._stack.enter_async_context(
-                open_backend(model.config, label=model.label, cache=self._cache)
-            )
+            opening = open_backend(
+                model.config, label=model.label, cache=self._cache, gate=self._gate,
+                batch=self._batch,
+            )  # fmt: skip
+            self._open[model.key] = await self._stack.enter_async_context(opening)
         return self._open[model.key]
+
+    def unbatched_notes(self) -> list[str]:
+        """In batch mode, one note per model whose provider has no Batch API."""
+        if self._batch is None:
+            return []
+        labels = dict.fromkeys(b.name for b in self._open.values() if not b.batched)
+        return [f"{label}: its provider has no Batch API; called directly" for label in labels]
 
     @property
     def stats(self) -> dict[str, BackendStats]:

@@ -35,7 +35,7 @@ from hpt.orchestrator.models import ModelSettings
 from hpt.results.penalties import Penalty
 from hpt.results.runfile import RunMeta
 from hpt.tasks import task_class
-from hpt.types import ReasoningEffort
+from hpt.types import ReasoningEffort, unset, unset_flag
 
 Mode = Literal["standard", "adaptive"]
 # Settings that stand for a dataset's argument (dataset, field): RunSpec's fields before
@@ -65,6 +65,11 @@ def _unique(values: list[Any]) -> list[Any]:
 def _none_given(values: list[Any]) -> bool:
     # A dimension the run does not set leaves no trace in run.json (runs without it unchanged).
     return not values
+
+
+# Batch mode's pacing (hpt.backends.batching.BatchOptions' defaults): left out of run.json
+# at these values, as every setting added since is where a run does not use it.
+BATCH_SIZE, BATCH_WAIT_S, BATCH_POLL_S = 1000, 10.0, 30.0
 
 
 class RunSpec(ModelSettings):
@@ -144,6 +149,17 @@ class RunSpec(ModelSettings):
     # keeps them. ``annotations``: a directory of ``hpt annotate`` files to measure them from.
     penalties: dict[str, Penalty] = Field(default_factory=dict)
     annotations: Path | None = None
+    # Batch mode (--batch): calls gather into provider batches, sent when ``batch_size`` wait
+    # or ``batch_wait_s`` passed without a new one, their status asked every ``batch_poll_s``.
+    batch: bool = Field(False, exclude_if=unset_flag)
+    batch_size: int = Field(BATCH_SIZE, ge=1, exclude_if=lambda v: v == BATCH_SIZE)
+    batch_wait_s: float = Field(BATCH_WAIT_S, gt=0, exclude_if=lambda v: v == BATCH_WAIT_S)
+    batch_poll_s: float = Field(BATCH_POLL_S, gt=0, exclude_if=lambda v: v == BATCH_POLL_S)
+    # What the run may spend (--budget-usd) and send (--max-calls); None: no bound.
+    budget_usd: float | None = Field(None, gt=0, exclude_if=unset)
+    max_calls: int | None = Field(None, ge=1, exclude_if=unset)
+    # The user's prices (--prices FILE), over the cost map hpt ships (hpt.results.costs).
+    prices_file: Path | None = Field(None, exclude_if=unset)
 
     @model_validator(mode="before")
     @classmethod
@@ -167,13 +183,14 @@ class RunSpec(ModelSettings):
                 "--base-url names one endpoint but the run has several models; give each its "
                 "endpoint in a config file ([models.NAME] endpoints = [...])"
             )
-        for name in self.model:
+        for name in self.model_names():
             self.resolve(name)
+
+    def model_names(self) -> list[str]:
+        """Every model the run may call: the evaluated ones, then the helpers it names."""
         helpers = (self.knowledge_model, self.selector_model, self.extractor_model,
                    self.judge_model, self.prompt_model)  # fmt: skip
-        for helper in helpers:
-            if helper:
-                self.resolve(helper)
+        return [*self.model, *(h for h in helpers if h)]
 
     def thresholds_for(self, defaults: Sequence[float] | None) -> list[float | None]:
         """The threshold cells of one dataset: only datasets resolved by a score (those with
@@ -186,10 +203,10 @@ class RunSpec(ModelSettings):
     def title(self) -> str:
         return " + ".join(self.dataset) + " · " + redact_urls(" + ".join(self.model))
 
-    def resume_command(self, out: Path) -> str:
-        """How to continue this run in ``out``: run.json keeps no credentials, so an endpoint
-        that had some must be given again."""
-        command = f"hpt run --resume {out}"
+    def resume_command(self, out: Path, *flags: str) -> str:
+        """How to continue this run in ``out`` (with ``flags``, such as a higher budget):
+        run.json keeps no credentials, so an endpoint that had some must be given again."""
+        command = " ".join(["hpt run --resume", str(out), *flags])
         saved = self.model_dump(mode="json")
         given = dict.fromkeys(urls_with_credentials(saved) + hidden_credentials(saved))
         return (

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from hpt.backends import BackendStats
 from hpt.orchestrator.spec import RunSpec
 from hpt.results.records import SampleRecord
 from hpt.results.runfile import RunSummary
 from hpt.results.tally import Tally
+
+if TYPE_CHECKING:
+    from hpt.orchestrator.budget import Spend
 
 
 class RunObserver(Protocol):
@@ -26,6 +29,17 @@ class RunObserver(Protocol):
     def finished(self, result: RunSummary) -> None: ...
 
 
+@runtime_checkable
+class SpendWatcher(Protocol):
+    """An observer that also shows what a run with a budget spends (its own protocol: an
+    observer written before budgets still observes)."""
+
+    def watch_spend(self, spend: Spend, budget_usd: float | None, max_calls: int | None) -> None:
+        """The run's live ledger (``spent_usd``, ``calls``, ``by_model``; updated as calls
+        land) and its bounds, before the start; only for a run with a budget."""
+        ...
+
+
 class SilentObserver:
     """Observes nothing; subclass it to watch only part of a run."""
 
@@ -39,4 +53,7 @@ class SilentObserver:
         pass
 
     def finished(self, result: RunSummary) -> None:
+        pass
+
+    def watch_spend(self, spend: Spend, budget_usd: float | None, max_calls: int | None) -> None:
         pass

@@ -18,6 +18,7 @@ from typing import Any
 from hpt import __version__
 from hpt.backends import ResponseCache, SettingRefused
 from hpt.backends.base import GenerationParams
+from hpt.backends.batching import BatchOptions
 from hpt.backends.managed import ManagedBackend
 from hpt.errors import StorageError
 from hpt.graphs import (
@@ -29,8 +30,10 @@ from hpt.graphs import (
 from hpt.graphs.adaptive import build_adaptive
 from hpt.graphs.context import helper_params
 from hpt.graphs.walk import GraphWalker
+from hpt.orchestrator.budget import SPEND, Spend, open_budget, price_run
+from hpt.orchestrator.estimate import CellCosts, Estimate, project, sample_cost
 from hpt.orchestrator.models import ModelBackends
-from hpt.orchestrator.observer import RunObserver, SilentObserver
+from hpt.orchestrator.observer import RunObserver, SilentObserver, SpendWatcher
 from hpt.orchestrator.penalties import run_penalties
 from hpt.orchestrator.planning import (
     CellPlan,
@@ -42,7 +45,9 @@ from hpt.orchestrator.planning import (
 from hpt.orchestrator.resume import load_saved_spec, read_back
 from hpt.orchestrator.scheduling import climb_all, collector_for_climb, outlast_cancellation
 from hpt.orchestrator.spec import RunSpec, SavedSpec
+from hpt.results.costs import ModelPrice
 from hpt.results.lock import RunLock
+from hpt.results.reader import read_records
 from hpt.results.rundir import SAMPLES, SPEC, SUMMARY
 from hpt.results.runfile import DatasetParams, RunSummary
 from hpt.results.store import RunStore
@@ -58,6 +63,16 @@ class RunResult:
     complete: bool
     # Each dataset's generation parameters, asked and sent (run.json's ``generation``).
     generation: dict[str, DatasetParams] = field(default_factory=dict)
+    # The bound that stopped the run before every sample was recorded ("--budget-usd" or
+    # "--max-calls"): it refused a call; None: none did.
+    stopped_by: str | None = None
+    # What the run has spent in all (spend.json), where it has a budget.
+    spend: Spend | None = None
+    # The prices the run used, by backend label (run.json's ``prices``); None: it priced
+    # nothing.
+    prices: dict[str, ModelPrice | None] | None = None
+    # ``--estimate N``: the whole run's projected cost from its first N samples per cell.
+    estimate: Estimate | None = None
 
     @property
     def summary(self) -> Summary:
@@ -74,8 +89,12 @@ async def run_evaluation(
     resume: bool = False,
     retry_errors: bool = True,
     command: list[str] | None = None,
+    estimate: int | None = None,
 ) -> RunResult:
     """Run (or, with ``resume``, continue) every cell of ``spec``.
+
+    With ``estimate`` (N), only the first N planned samples of each cell are run; the run
+    then stops (``complete`` false) and ``RunResult.estimate`` projects the whole run's cost.
 
     Resuming reads ``spec.out``'s records, skips the samples they cover and, with
     ``retry_errors``, runs again the samples that ended in an error. The run directory is
@@ -92,7 +111,9 @@ async def run_evaluation(
     # cancellation cannot then come between taking it and the ``finally`` that releases it.
     lock = RunLock.take(out)
     try:
-        return await _run_locked(spec, plans, out, observer, resume, retry_errors, command)
+        return await _run_locked(
+            spec, plans, out, observer, resume, retry_errors, command, estimate
+        )
     finally:
         lock.release()
 
@@ -105,6 +126,7 @@ async def _run_locked(
     resume: bool,
     retry_errors: bool,
     command: list[str] | None,
+    estimate: int | None,
 ) -> RunResult:
     store = RunStore(out)
     # The DSPy strategies' optimised programs (one per dataset x model x strategy).
@@ -132,20 +154,20 @@ async def _run_locked(
             raise RunStopped(exc, out, spec.resume_command(out), kept=None) from None
     else:
         store.check_free()
+    # Before any backend opens: a model a budget cannot price is refused first.
+    prices = await price_run(spec, saved.prices if resume else {}, estimate=estimate is not None)
+    budget = await open_budget(spec, prices or {}, out, resume=resume)
     for p in plans:
-        p.todo = [
-            (s, draw)
-            for draw in range(spec.samples_per_task)
-            for s in p.samples
-            if p.cell.key(s.id, draw) not in done
-        ]
+        planned = [(s, draw) for draw in range(spec.samples_per_task) for s in p.samples]
+        # --estimate N: the first N planned of each cell (the same in every run of the spec).
+        p.todo = [(s, draw) for s, draw in planned[:estimate] if p.cell.key(s.id, draw) not in done]
     total = sum(len(p.samples) for p in plans) * spec.samples_per_task
-    complete = False
+    complete = budget_spent = False
     async with contextlib.AsyncExitStack() as stack:
         cache = await stack.enter_async_context(ResponseCache()) if spec.cache else None
         # Backends first: an unreachable endpoint or a bad key leaves no run directory behind.
         # One backend (one set of limits) per distinct model, whatever roles it plays.
-        backends = ModelBackends(stack, cache)
+        backends = ModelBackends(stack, cache, gate=budget, batch=batch_options(spec, out))
 
         async def backend(name: str) -> ManagedBackend:
             return await backends.open(spec.resolve(name))
@@ -210,16 +232,23 @@ async def _run_locked(
                 graph = build_ladder(p.strategies, runtime)
             # The same graph, walked without Pregel's per-step cost (hpt.graphs.walk).
             p.graph = GraphWalker.of(graph) or graph
-        for note in settings_notes(given):
+        for note in [*settings_notes(given), *backends.unbatched_notes()]:
             sys.stderr.write(f"hpt: warning: {note}\n")
         observer.watch(backends.stats)
+        if budget is not None and isinstance(observer, SpendWatcher):
+            observer.watch_spend(budget.spend, spec.budget_usd, spec.max_calls)
         generation = generation_params(plans)
         now = datetime.now().isoformat(timespec="seconds")
         if resume:
             saved.resumed_at.append(now)
+            # What a resume may change and the next resume must keep (a budget raised).
+            for name in RESUMED_SETTINGS:
+                setattr(saved, name, getattr(spec, name))
             # A run saved before run.json described its tasks gets the descriptions now.
             saved.tasks = {**{p.cell.dataset: described(p.task) for p in plans}, **saved.tasks}
             saved.generation = {**generation, **saved.generation}
+            if prices is not None:
+                saved.prices = {**_known(prices), **saved.prices}
             store.reopen()
         else:
             saved = SavedSpec(
@@ -229,6 +258,7 @@ async def _run_locked(
                 command=command or [],
                 tasks={p.cell.dataset: described(p.task) for p in plans},
                 generation=generation,
+                prices={} if prices is None else _known(prices),
             )
         try:
             # The spec first: a fresh run that cannot write it has written nothing else.
@@ -242,13 +272,23 @@ async def _run_locked(
             store.create()
         observer.started(spec, total, out, done=total - sum(len(p.todo) for p in plans))
         faults: list[StorageError] = []
+        ledger = None
+        if budget is not None:
+            ledger = asyncio.create_task(budget.keep_ledger(_ledger_writer(store)))
         try:
             with collector_for_climb():
-                await climb_all(plans, spec, store, observer)
-            complete = True
+                budget_spent = await climb_all(plans, spec, store, observer)
+            every = estimate is None or _all_planned(plans, spec, estimate)
+            complete = every and not budget_spent
         except StorageError as exc:
             faults.append(exc)
         finally:
+            if ledger is not None:
+                assert budget is not None
+                ledger.cancel()
+                if budget.fault is not None:
+                    faults.append(budget.fault)
+                _kept_going(faults, store.write_json, SPEND, budget.spend)
             result = RunSummary(complete=complete, cells=[p.tally.summary() for p in plans])
             summary_written = _end_run(store, result, programs, faults)
             ended = generation_params(plans)
@@ -271,9 +311,61 @@ async def _run_locked(
                     complete=complete,
                 )
     observer.finished(result)
-    return RunResult(out, result.cells, complete, generation=saved.generation)
+    projected = None
+    if estimate is not None:
+        projected = await asyncio.to_thread(_estimate, out, plans, spec, prices or {})
+    return RunResult(
+        out,
+        result.cells,
+        complete,
+        generation=saved.generation,
+        stopped_by=budget.refused if budget is not None and budget_spent else None,
+        spend=None if budget is None else budget.spend,
+        prices=prices,
+        estimate=projected,
+    )
 
 
+def batch_options(spec: RunSpec, out: Path) -> BatchOptions | None:
+    """Batch mode's settings (--batch), its journal and results in the run directory."""
+    if not spec.batch:
+        return None
+    return BatchOptions(size=spec.batch_size, wait_s=spec.batch_wait_s,
+                        poll_s=spec.batch_poll_s, directory=out)  # fmt: skip
+
+
+def _known(prices: dict[str, ModelPrice | None]) -> dict[str, ModelPrice]:
+    return {label: price for label, price in prices.items() if price is not None}
+
+
+def _ledger_writer(store: RunStore) -> Callable[[Spend], None]:
+    def write(spend: Spend) -> None:
+        store.write_json(SPEND, spend)
+
+    return write
+
+
+def _all_planned(plans: list[CellPlan], spec: RunSpec, estimate: int) -> bool:
+    """Whether ``--estimate`` ran every planned sample (a cell of N samples or fewer)."""
+    return all(len(p.samples) * spec.samples_per_task <= estimate for p in plans)
+
+
+def _estimate(
+    out: Path, plans: list[CellPlan], spec: RunSpec, prices: dict[str, ModelPrice | None]
+) -> Estimate:
+    """The whole run's cost projected from the samples recorded (``--estimate``)."""
+    costs: dict[Any, list[Any]] = {p.cell: [] for p in plans}
+    for record in read_records(out, None):
+        costs.setdefault(record.cell, []).append(sample_cost(record, prices))
+    return project(
+        CellCosts(p.cell.title, len(p.samples) * spec.samples_per_task, costs[p.cell])
+        for p in plans
+    )
+
+
+# Settings a resume may give anew (hpt run --resume DIR --budget-usd X) that run.json then
+# keeps, so that the next resume goes on under them; pacing given on resume is not kept.
+RESUMED_SETTINGS = ("budget_usd", "max_calls", "batch_poll_s")
 # The flag that names each model a run gives a part besides the evaluated one.
 ROLE_FLAGS = {
     "knowledge model": "--knowledge-model",

@@ -12,6 +12,7 @@ from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from hpt.backends.errors import BudgetSpent
 from hpt.errors import StorageError, in_chain
 from hpt.graphs import (
     LadderState,
@@ -105,27 +106,70 @@ def _first_failure(errors: Sequence[BaseException]) -> BaseException:
     return errors[0]
 
 
+def budget_spent(exc: BaseException) -> bool:
+    """Whether ``exc`` is the run's budget refusing a call: ``BudgetSpent`` anywhere in its
+    chain of causes or in an exception group on it (DSPy and self-consistency's draws may
+    wrap it on its way out)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BudgetSpent):
+            return True
+        if isinstance(current, BaseExceptionGroup) and any(
+            budget_spent(e) for e in current.exceptions
+        ):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _workers(plans: list[CellPlan], spec: RunSpec, todo: list[list[Climb]]) -> int:
+    """Climbs a model's queue runs at once: ``--concurrency``; in batch mode, for a model
+    whose calls are batched, every one: a climb waits on its batch, not on a connection,
+    and the next level's requests gather only once every sample's earlier level landed.
+    What bounds memory there is one suspended climb per sample (its graph state and
+    prompts), not the limit of calls in flight."""
+    model = plans[0].model if plans else None
+    if spec.batch and model is not None and model.batched:
+        return len(todo)
+    return min(spec.concurrency, len(todo))
+
+
 async def climb_all(
     plans: list[CellPlan], spec: RunSpec, store: RunStore, observer: RunObserver
-) -> None:
+) -> bool:
+    """Climb every plan's ``todo``, each finished climb recorded as it lands. Whether the
+    run's budget stopped it (a call refused): no new climb was started after, those in
+    flight went on until they finished or were refused a call themselves, and a climb
+    refused is abandoned, not recorded (it runs again on resume)."""
     queues: dict[str, list[list[Climb]]] = {}
+    workers: dict[str, int] = {}
     for model_name in spec.model:
-        items = _interleave([p for p in plans if p.model_name == model_name])
+        mine = [p for p in plans if p.model_name == model_name]
+        items = _interleave(mine)
         if items:
             queues[model_name] = items[::-1]  # pop() from the end takes the first
+            workers[model_name] = _workers(mine, spec, items)
     done: asyncio.Queue[tuple[SampleRecord, Tally] | None] = asyncio.Queue()
+    spent = asyncio.Event()
 
     async def climb(plan: CellPlan, sample: Sample, draw: int) -> None:
         done.put_nowait((await _climb(plan, sample, draw), plan.tally))
 
     async def worker(todo: list[list[Climb]], start_after: float) -> None:
         await asyncio.sleep(start_after)
-        while todo:
+        while todo and not spent.is_set():
             climbs = todo.pop()
-            if len(climbs) == 1:
-                await climb(*climbs[0])
-            else:
-                await _together([climb(*c) for c in climbs])
+            try:
+                if len(climbs) == 1:
+                    await climb(*climbs[0])
+                else:
+                    await _together([climb(*c) for c in climbs])
+            except Exception as exc:
+                if not budget_spent(exc) or in_chain(exc, StorageError) is not None:
+                    raise
+                spent.set()  # every worker stops taking new work
 
     async def writer() -> None:
         finished = False
@@ -144,9 +188,12 @@ async def climb_all(
     async def climb_everything() -> None:
         try:
             async with asyncio.TaskGroup() as tg:
-                for todo in queues.values():
-                    for i in range(min(spec.concurrency, len(todo))):
-                        tg.create_task(worker(todo, i * START_PACE_S))
+                for model_name, todo in queues.items():
+                    n = workers[model_name]
+                    # A batched model's climbs wait on batches: nothing to spread.
+                    pace = START_PACE_S if n <= spec.concurrency else 0.0
+                    for i in range(n):
+                        tg.create_task(worker(todo, i * pace))
         except BaseExceptionGroup as group:
             raise _first_failure(group.exceptions) from None
 
@@ -170,6 +217,7 @@ async def climb_all(
         # abandoned and run again on resume. A writer that failed raises its StorageError.
         done.put_nowait(None)
         await outlast_cancellation(write_task)
+    return spent.is_set()
 
 
 async def outlast_cancellation(task: asyncio.Future[Any]) -> None:

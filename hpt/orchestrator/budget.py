@@ -1,0 +1,236 @@
+"""What a run may spend (``--budget-usd``) and send (``--max-calls``): the ``CallGate`` every
+backend asks before each call it sends, and ``RUN/spend.json``, the ledger of what was spent,
+which a resumed run starts from."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from hpt.backends.errors import BudgetSpent
+from hpt.errors import StorageError
+from hpt.orchestrator.spec import RunSpec
+from hpt.results.costs import ModelPrice, PriceBook, PriceError, call_cost, worst_cost
+from hpt.results.reader import read_records
+from hpt.results.records import SampleRecord
+from hpt.results.rundir import SAMPLES, RunDirError
+from hpt.types import Completion
+
+SPEND = "spend.json"
+# The ledger is rewritten at most this often while calls land (and once at the end).
+LEDGER_EVERY_S = 1.0
+
+
+class ModelSpend(BaseModel):
+    usd: float = 0.0
+    calls: int = 0
+
+
+class Spend(BaseModel):
+    """``spend.json``: what the run's calls cost (at the run's prices) and how many were
+    made, in all and by model (backend label). Calls answered by the response cache are
+    not in it: they cost nothing."""
+
+    spent_usd: float = 0.0
+    calls: int = 0
+    by_model: dict[str, ModelSpend] = Field(default_factory=dict)
+
+    def add(self, label: str, usd: float, calls: int = 1) -> None:
+        entry = self.by_model.setdefault(label, ModelSpend())
+        entry.usd += usd
+        entry.calls += calls
+        self.spent_usd += usd
+        self.calls += calls
+
+
+def load_spend(directory: Path) -> Spend | None:
+    """The run's ledger; None where it kept none (a run started without a budget)."""
+    path = directory / SPEND
+    try:
+        return Spend.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror}") from None
+    except (ValidationError, json.JSONDecodeError) as exc:
+        raise RunDirError(
+            f"{path}: not a spending ledger ({type(exc).__name__}); restore it, or delete it "
+            "to count the budget from the run's records"
+        ) from None
+
+
+def spend_of_records(
+    records: Iterable[SampleRecord], prices: Mapping[str, ModelPrice | None]
+) -> Spend:
+    """What recorded samples' calls cost: the ledger of a run that kept none (the climbs it
+    abandoned, and what a DSPy optimiser spent, are not in any record)."""
+    spend = Spend()
+    for record in records:
+        for call in record.all_calls():
+            if call.cached:
+                continue
+            price = prices.get(call.model)
+            usd = 0.0 if price is None else call_cost(call.usage, call.batched, price)
+            spend.add(call.model, usd)
+    return spend
+
+
+async def price_run(
+    spec: RunSpec, saved: Mapping[str, ModelPrice], *, estimate: bool = False
+) -> dict[str, ModelPrice | None] | None:
+    """The price of every model the run may call, by backend label: the run's own where it
+    recorded one (run.json's ``prices``: a resumed run keeps the prices it started with),
+    else the cost map's with the user's ``--prices`` file over it. None: the run prices
+    nothing (no budget, estimate or price file). A model without a price, where a budget or
+    an estimate needs one, is refused before any call with how to price it."""
+    need = "--budget-usd" if spec.budget_usd is not None else "--estimate" if estimate else None
+    if need is None and spec.max_calls is None and spec.prices_file is None:
+        return None
+    book = await asyncio.to_thread(PriceBook.load, spec.prices_file)
+    prices: dict[str, ModelPrice | None] = {}
+    for name in spec.model_names():
+        model = spec.resolve(name)
+        config = model.config
+        label, provider, model_id = model.label, config.provider, config.model or ""
+        endpoint = next(iter(config.endpoints), None)
+        # The cost map is read in a thread, at the first model it is asked for.
+        price = await asyncio.to_thread(
+            book.price, label, provider, model_id, endpoint=endpoint, recorded=saved
+        )
+        if price is None and need is not None:
+            why = book.unknown(label, provider, model_id, endpoint)
+            raise PriceError(f"{need} needs the price of every model the run calls: {why}")
+        prices[model.label] = price
+    return prices
+
+
+async def open_budget(
+    spec: RunSpec, prices: Mapping[str, ModelPrice | None], out: Path, *, resume: bool
+) -> Budget | None:
+    """The run's gate, where it has a budget (``--budget-usd``, ``--max-calls``): starting
+    from what a resumed run spent before (its ledger; a run that kept none, from its
+    records' calls), which counts against the budget."""
+    if spec.budget_usd is None and spec.max_calls is None:
+        return None
+    spend = None
+    if resume:
+        spend = await asyncio.to_thread(load_spend, out)
+        if spend is None and (out / SAMPLES).exists():
+            spend = await asyncio.to_thread(
+                lambda: spend_of_records(read_records(out, None), prices)
+            )
+    return Budget(prices, usd=spec.budget_usd, calls=spec.max_calls, spend=spend)
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    label: str
+    worst_usd: float
+    price: ModelPrice | None
+
+
+class Budget:
+    """The run's ``CallGate``: a call is admitted only while what was spent, the worst case
+    of every call in flight and this call's worst case stay within ``usd``, and the calls
+    made and in flight stay within ``calls``. Calls that fail are not billed (nor counted);
+    every attempt that lands is. On the event loop only, as ``CallGate`` says."""
+
+    def __init__(
+        self,
+        prices: Mapping[str, ModelPrice | None],
+        *,
+        usd: float | None,
+        calls: int | None,
+        spend: Spend | None = None,
+    ) -> None:
+        self.prices = dict(prices)
+        self.usd = usd
+        self.calls = calls
+        self.spend = spend or Spend()
+        self.reserved_usd = 0.0
+        self.in_flight = 0
+        # The flag whose bound refused a call (the run then stops taking new work).
+        self.refused: str | None = None
+        # A change not yet written to the ledger.
+        self.changed = False
+        # The ledger could not be written: no further call may be sent.
+        self.fault: StorageError | None = None
+
+    def admit(
+        self, backend: str, prompt_bound: int, max_tokens: int, *, batched: bool, must: bool = False
+    ) -> _Ticket:
+        if self.fault is not None:
+            raise self.fault
+        if backend not in self.prices:
+            # Every model the run opens is priced when it starts (price_run).
+            raise PriceError(f"{backend} was not priced when the run started")
+        price = self.prices[backend]
+        worst = 0.0 if price is None else worst_cost(price, prompt_bound, max_tokens, batched)
+        if not must:
+            self._check(backend, worst)
+        self.reserved_usd += worst
+        self.in_flight += 1
+        return _Ticket(backend, worst, price)
+
+    def _check(self, backend: str, worst: float) -> None:
+        if self.calls is not None and self.spend.calls + self.in_flight + 1 > self.calls:
+            self.refused = "--max-calls"
+            raise BudgetSpent(
+                f"--max-calls {self.calls}: {self.spend.calls} calls made and "
+                f"{self.in_flight} in flight"
+            )
+        if self.usd is not None and self.spend.spent_usd + self.reserved_usd + worst > self.usd:
+            self.refused = "--budget-usd"
+            raise BudgetSpent(
+                f"--budget-usd {self.usd:g}: ${self.spend.spent_usd:.4f} spent, "
+                f"${self.reserved_usd:.4f} reserved by calls in flight, and {backend}'s next "
+                f"call may cost ${worst:.4f}"
+            )
+
+    def settle(self, ticket: object, completion: Completion | None) -> None:
+        assert isinstance(ticket, _Ticket)
+        self.in_flight -= 1
+        # Floating sums drift: with nothing in flight nothing is reserved.
+        left = max(self.reserved_usd - ticket.worst_usd, 0.0)
+        self.reserved_usd = left if self.in_flight else 0.0
+        if completion is None:
+            return
+        price = ticket.price
+        usd = 0.0 if price is None else call_cost(completion.usage, completion.batched, price)
+        self.spend.add(ticket.label, usd)
+        self.changed = True
+
+    async def keep_ledger(self, write: Callable[[Spend], None]) -> None:
+        """Rewrite the ledger (``write``, in a thread) at most every ``LEDGER_EVERY_S`` while
+        calls land, until cancelled. A write that fails stops further calls: the gate raises
+        its ``StorageError`` (what the run would spend could not be kept)."""
+        while self.fault is None:
+            await asyncio.sleep(LEDGER_EVERY_S)
+            if not self.changed:
+                continue
+            self.changed = False
+            try:
+                await asyncio.to_thread(write, self.spend.model_copy(deep=True))
+            except StorageError as exc:
+                self.fault = exc
+
+
+def spend_text(spend: Spend, prices: Mapping[str, ModelPrice | None]) -> str:
+    """What was spent, in all and by model (one without a price says so), as one line."""
+    models = [
+        f"{label} {usd_text(entry.usd) if prices.get(label) is not None else 'unpriced'} "
+        f"on {entry.calls} calls"
+        for label, entry in sorted(spend.by_model.items())
+    ]
+    by_model = f" ({'; '.join(models)})" if models else ""
+    return f"spent {usd_text(spend.spent_usd)} on {spend.calls} calls{by_model}"
+
+
+def usd_text(amount: float) -> str:
+    """Dollars to the cent, to a hundredth of a cent below ten cents."""
+    return f"${amount:.4f}" if 0 < amount < 0.1 else f"${amount:.2f}"

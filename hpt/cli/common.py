@@ -17,6 +17,9 @@ from hpt.results.info import TaskInfo
 from hpt.tasks import TASKS
 
 EXIT_INTERRUPTED = 130
+# The run's budget (--budget-usd, --max-calls) stopped it: what it finished is kept and a
+# resume with a higher budget goes on.
+EXIT_BUDGET = 3
 
 
 class PlainTable(Table):
@@ -59,6 +62,17 @@ def floats(value: str) -> list[float]:
         return [float(v) for v in names(value)]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r}: expected numbers such as 0.15,0.2") from None
+
+
+def positive_number(value: str) -> float:
+    """A number above 0 (an amount of money, seconds)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected a number such as 2.5") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value}: expected a number above 0")
+    return number
 
 
 def require_positive(args: argparse.Namespace, *flags: str) -> None:

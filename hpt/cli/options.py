@@ -17,6 +17,7 @@ MODEL_FLAGS = {
     "max_concurrency": "max_concurrency",
     "rpm": "requests_per_minute",
     "tpm": "tokens_per_minute",
+    "prompt_cache": "prompt_cache",
 }
 # CLI flag -> GenerationParams field
 PARAM_FLAGS = {
@@ -48,6 +49,13 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the response cache"
+    )
+    p.add_argument(
+        "--prompt-cache",
+        choices=("auto", "off"),
+        help="provider prompt caching: auto (default) marks prompt prefixes shared across "
+        "samples for providers that cache only where told (Anthropic's cache_control); off "
+        "marks none (OpenAI and open servers cache prefixes by themselves either way)",
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,16 @@ from rich.console import Console
 
 from hpt.backends import RetryPolicy
 from hpt.cli import signals
-from hpt.cli.common import EXIT_INTERRUPTED, floats, modes, names, require_positive
+from hpt.cli.common import (
+    EXIT_BUDGET,
+    EXIT_INTERRUPTED,
+    PlainTable,
+    floats,
+    modes,
+    names,
+    positive_number,
+    require_positive,
+)
 from hpt.cli.options import (
     MODEL_FLAGS,
     add_generation_options,
@@ -35,11 +45,16 @@ from hpt.cli.progress import (
     truncation_warning,
 )
 from hpt.errors import validation_message
+from hpt.orchestrator.budget import spend_text, usd_text
 from hpt.orchestrator.config import ConfigError
+from hpt.orchestrator.estimate import CellEstimate, Estimate
 from hpt.orchestrator.planning import default_out_dir
 from hpt.orchestrator.resume import load_saved_plugins, load_saved_spec
-from hpt.orchestrator.runner import run_evaluation
+from hpt.orchestrator.runner import RunResult, run_evaluation
 from hpt.orchestrator.spec import (
+    BATCH_POLL_S,
+    BATCH_SIZE,
+    BATCH_WAIT_S,
     REASONING_DIMENSIONS,
     SHORTHANDS,
     RunSpec,
@@ -76,10 +91,21 @@ RUN_FLAGS = {
     "prompt_model": "prompt_model",
     "data_dir": "data_dir",
     "out": "out",
+    "batch": "batch",
+    "batch_size": "batch_size",
+    "batch_wait": "batch_wait_s",
+    "batch_poll": "batch_poll_s",
+    "budget_usd": "budget_usd",
+    "max_calls": "max_calls",
+    "prices": "prices_file",
 }
-# What may change when a run is resumed: how fast it goes, not what it computes; and
-# --base-url, to give again the credentials an endpoint's URL had (run.json keeps none).
-RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts", "base_url"}
+# What may change when a run is resumed: how fast it goes and what it may spend, not what
+# it computes; and --base-url, to give again the credentials an endpoint's URL had (run.json
+# keeps none).
+RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts", "base_url",
+                "budget_usd", "max_calls", "batch_poll"}  # fmt: skip
+# Flags of batch mode's pacing: only with --batch.
+BATCH_FLAGS = ("batch_size", "batch_wait", "batch_poll")
 
 
 def depth_modes(value: str) -> list[str]:
@@ -292,11 +318,78 @@ def add_parser(sub: Any) -> None:
     )
     run.add_argument("--epoch", type=int, help="a new epoch bypasses cached answers (default 0)")
     run.add_argument("--no-progress", action="store_true", help="no live display")
+    add_spending_options(run)
+
+
+def add_spending_options(run: argparse.ArgumentParser) -> None:
+    """Batch mode, budgets, prices and the cost estimate."""
+    run.add_argument(
+        "--batch",
+        action="store_true",
+        default=None,
+        help="send OpenAI's and Anthropic's calls through their Batch APIs (half the price, "
+        "answers within 24 hours; other providers are called directly). Every sample of a "
+        "cell climbs at once, whatever --concurrency says: memory holds one waiting climb "
+        "per sample. Batches are saved in the run directory: --resume collects them",
+    )
+    run.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help=f"with --batch: send a batch once N requests wait (default {BATCH_SIZE})",
+    )
+    run.add_argument(
+        "--batch-wait",
+        type=positive_number,
+        metavar="S",
+        help=f"with --batch: or once S seconds passed without a new request (default "
+        f"{BATCH_WAIT_S:g})",
+    )
+    run.add_argument(
+        "--batch-poll",
+        type=positive_number,
+        metavar="S",
+        help=f"with --batch: seconds between asking a batch's status (default {BATCH_POLL_S:g})",
+    )
+    run.add_argument(
+        "--budget-usd",
+        type=positive_number,
+        metavar="X",
+        help="send a call only while what was spent plus the worst case of every call in "
+        "flight stays within X dollars; then stop (exit 3) and say how to resume with more",
+    )
+    run.add_argument(
+        "--max-calls",
+        type=int,
+        metavar="N",
+        help="send at most N model calls (answers from the response cache are free), then "
+        "stop (exit 3)",
+    )
+    run.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help='model prices over hpt\'s cost map: a TOML table per model, ["LABEL"] input = '
+        "USD, output = USD per million tokens (optional: cache_read, cache_write, "
+        "batch_input, batch_output)",
+    )
+    run.add_argument(
+        "--estimate",
+        type=int,
+        metavar="N",
+        help="run the first N samples of each cell, then stop and project the whole run's "
+        "cost with a 95%% interval; --resume goes on from there",
+    )
 
 
 def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
     require_positive(args, "limit", "concurrency", "max_concurrency", "rpm", "tpm",
-                     "max_attempts", "samples_per_task")  # fmt: skip
+                     "max_attempts", "samples_per_task", "batch_size", "max_calls")  # fmt: skip
+    for flag in BATCH_FLAGS:
+        if getattr(args, flag) is not None and not args.batch:
+            raise ConfigError(f"--{flag.replace('_', '-')} applies only with --batch")
+    if args.prices is not None:
+        args.prices = args.prices.expanduser().resolve()
     merged = merge_model_options(args)
     for flag, key in RUN_FLAGS.items():
         value = getattr(args, flag)
@@ -363,15 +456,16 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
         raise ConfigError(
             f"--resume continues the saved spec of {args.resume}; it cannot take "
             f"{', '.join(given)} (only --concurrency, --max-concurrency, --rpm, --tpm, "
-            f"--max-attempts, --base-url for an endpoint's credentials, --keep-errors, "
-            f"--trust-plugins, --no-progress)"
+            f"--max-attempts, --budget-usd, --max-calls, --batch-poll, --base-url for an "
+            f"endpoint's credentials, --keep-errors, --trust-plugins, --no-progress)"
         )
+    require_positive(args, "max_calls")
     spec = load_saved_spec(args.resume).run_spec()
     # What the run was started with; a run directory from elsewhere must not run its code.
     load_saved_plugins(args.resume, spec.plugins, trust=args.trust_plugins)
     spec = spec.restore_credentials([args.base_url] if args.base_url else [])
     update: dict[str, Any] = {"out": args.resume}
-    for flag, key in (("concurrency", "concurrency"), *MODEL_FLAGS.items()):
+    for flag, key in (("concurrency", "concurrency"), *RUN_FLAGS.items(), *MODEL_FLAGS.items()):
         if flag in RESUME_FLAGS - {"base_url"} and getattr(args, flag) is not None:
             update[key] = getattr(args, flag)
     if args.max_attempts is not None:
@@ -385,6 +479,11 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
     for flag in ("keep_errors", "trust_plugins"):
         if getattr(args, flag) and args.resume is None:
             raise ConfigError(f"--{flag.replace('_', '-')} applies only with --resume DIR")
+    if args.estimate is not None:
+        if args.resume is not None:
+            raise ConfigError("--estimate starts a run; --resume DIR goes on with the whole run")
+        if args.estimate < 2:
+            raise ConfigError("--estimate must be at least 2 (an interval needs two samples)")
     spec = resume_spec(args) if args.resume is not None else build_spec(args, plugins)
     assert spec.out is not None
     progress = None if args.no_progress or not console.is_terminal else RichProgress()
@@ -396,6 +495,7 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
                 resume=args.resume is not None,
                 retry_errors=not args.keep_errors,
                 command=["hpt", *sys.argv[1:]],
+                estimate=args.estimate,
             )
         )
     except (KeyboardInterrupt, signals.Terminated) as stop:
@@ -433,4 +533,74 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
         markup=False,
         soft_wrap=True,
     )
+    if result.estimate is not None:
+        print_estimate(console, err, result.estimate, spec)
+    if result.stopped_by is not None:
+        print_budget_stop(err, result, spec)
+        return EXIT_BUDGET
     return 0
+
+
+def _say(console: Console, text: str) -> None:
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def print_estimate(console: Console, err: Console, estimate: Estimate, spec: RunSpec) -> None:
+    """Each cell's and the run's projected cost and calls, and how to go on."""
+    table = PlainTable(title=f"cost estimate ({estimate.level:.0%} interval)")
+    for column in ("cell", "run", "spent", "projected", "interval", "calls", "projected calls"):
+        table.add_column(column, justify="left" if column == "cell" else "right")
+    for c in estimate.cells:
+        table.add_row(c.title, f"{c.run}/{c.planned}", *_costs(c))
+    if len(estimate.cells) > 1:
+        run = sum(c.run for c in estimate.cells)
+        table.add_row("whole run", f"{run}/{sum(c.planned for c in estimate.cells)}",
+                      *_costs(estimate))  # fmt: skip
+    print_table(console, table)
+    if estimate.cached_calls:
+        _say(err, f"hpt: note: {estimate.cached_calls} calls of these samples were answered by "
+             "the response cache and cost nothing here; a warm cache makes the estimate low "
+             "(--no-cache, or a new --epoch, for a cold one)")  # fmt: skip
+    assert spec.out is not None
+    ceiling = spec.resume_command(spec.out, f"--budget-usd {_round_up(estimate.high_usd):g}")
+    _say(console, f"continue with: {spec.resume_command(spec.out)}  (or, to stop at the "
+         f"interval's upper end: {ceiling})")  # fmt: skip
+
+
+def _costs(c: CellEstimate | Estimate) -> list[str]:
+    return [
+        usd_text(c.spent_usd),
+        usd_text(c.projected_usd),
+        f"{usd_text(c.low_usd)}-{usd_text(c.high_usd)}",
+        str(c.calls),
+        f"{c.projected_calls:.0f}",
+    ]
+
+
+def print_budget_stop(err: Console, result: RunResult, spec: RunSpec) -> None:
+    """What the run spent, and the resume command with a higher bound (on stderr)."""
+    assert result.spend is not None and spec.out is not None
+    spend = result.spend
+    if result.stopped_by == "--max-calls":
+        bound = f"--max-calls {spec.max_calls}"
+    else:
+        bound = f"--budget-usd {spec.budget_usd:g}"
+    _say(err, f"hpt: the run stopped at its budget ({bound}): "
+         f"{spend_text(spend, result.prices or {})}")  # fmt: skip
+    if result.stopped_by == "--max-calls":
+        assert spec.max_calls is not None
+        higher = f"--max-calls {spec.max_calls * 2}"
+    else:
+        assert spec.budget_usd is not None
+        higher = f"--budget-usd {_round_up(spec.budget_usd * 2):g}"
+    resume = spec.resume_command(spec.out, higher)
+    _say(err, f"hpt: finished samples are kept in {spec.out}; continue with a higher "
+         f"budget: {resume}")  # fmt: skip
+
+
+def _round_up(amount: float) -> float:
+    """A budget to suggest: ``amount`` rounded up to two significant digits."""
+    if amount <= 0:
+        return 0.01
+    step = 10.0 ** (math.floor(math.log10(amount)) - 1)
+    return round(math.ceil(amount / step - 1e-9) * step, 10)

@@ -1,0 +1,228 @@
+"""Budgets, call limits and the cost estimate, run for real against the loopback OpenAI server:
+a budget that runs out mid-run (the run stops, keeps what it finished, says what it spent and
+how to go on, exit 3) and a resume under a higher one that finishes it, every call sent
+counted in spend.json at the run's prices; --max-calls; a model without a price refused
+before any call; --estimate N projecting the whole run within its interval on a ladder
+whose depth varies by sample; the prices a run used in run.json; and runs without any of
+these options unchanged."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hpt
+from hpt.backends.errors import BudgetSpent
+from hpt.graphs import DEFAULT_LADDER as LADDER
+from hpt.orchestrator.scheduling import budget_spent
+from hpt.results.reader import read_records
+from tests.backend_helpers import FAST_RETRY
+from tests.servers.answer_key import KeyedResponder
+from tests.servers.openai_compat import FakeOpenAI, ServerThread
+from tests.test_cli import assert_user_error
+from tests.test_cli import hpt as run_hpt
+
+MODEL = "gpt-4o-mini"
+LABEL = f"openai:{MODEL}"
+# USD per million tokens: a token (a word, on the test server) costs a tenth of a cent.
+PRICE = 1000.0
+NEW_KEYS = {"prices", "budget_usd", "max_calls", "batch", "batch_size", "batch_wait_s",
+            "batch_poll_s", "prices_file", "prompt_cache"}  # fmt: skip
+
+
+class VaryingDepth:
+    """A model that resolves each BoolQ sample from a level of its own (fixed by a hash of
+    its question; some never), so a ladder's depth, and what a sample costs, vary."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.questions = [q for q in answers if "|" not in q]
+        self.keyed = [KeyedResponder(answers, level) for level in (*LADDER, None)]
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        last = body["messages"][-1]["content"]
+        # The sample's own question is the last one a prompt shows (exemplars come first).
+        where = max(self.questions, key=last.rfind)
+        depth = zlib.crc32(where.encode()) % len(self.keyed) if where in last else 0
+        return self.keyed[depth](body)
+
+
+def _cost(fake: FakeOpenAI) -> float:
+    """What every request the server answered costs at PRICE: one token per word."""
+    words = 0
+    for body in fake.requests:
+        words += sum(len(m["content"].split()) for m in body["messages"])
+        words += len(str(fake.responder(body)).split())
+    return words * PRICE / 1e6
+
+
+@pytest.fixture
+def priced(boolq_answers: dict[str, str], tmp_path: Path) -> Iterator[tuple[FakeOpenAI, str, Path]]:
+    fake = FakeOpenAI(VaryingDepth(boolq_answers), model_ids=(MODEL,))
+    server = ServerThread(fake.app()).start()
+    prices = tmp_path / "prices.toml"
+    prices.write_text(f'["{LABEL}"]\ninput = {PRICE}\noutput = {PRICE}\n')
+    yield fake, server.base_url, prices
+    server.stop()
+
+
+def _args(base_url: str, data_dir: Path, out: Path, *extra: str) -> list[str]:
+    return ["run", "--dataset", "boolq", "--model", LABEL, "--base-url", base_url,
+            "--data-dir", str(data_dir), "--out", str(out), "--max-tokens", "64",
+            "--no-progress", *extra]  # fmt: skip
+
+
+def _keys(out: Path) -> list[tuple[Any, ...]]:
+    return [r.key for r in read_records(out, None)]
+
+
+def _json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def test_a_budget_stops_the_run_and_a_higher_one_finishes_it(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    fake, base_url, prices = priced
+    out = tmp_path / "run"
+    first = run_hpt(*_args(base_url, data_dir, out, "--limit", "8", "--concurrency", "2",
+                           "--prices", str(prices), "--budget-usd", "2"))  # fmt: skip
+    assert first.returncode == 3, first.stderr
+    assert "Traceback" not in first.stderr
+    assert "hpt: the run stopped at its budget (--budget-usd 2): spent $" in first.stderr
+    assert f"{LABEL} $" in first.stderr
+    assert f"continue with a higher budget: hpt run --resume {out} --budget-usd 4" in first.stderr
+    assert _json(out / "summary.json")["complete"] is False
+    kept = _keys(out)
+    assert 0 < len(kept) < 8 and len(set(kept)) == len(kept)
+    spend = _json(out / "spend.json")
+    # Every call sent was counted, at the run's prices, and the budget was never passed.
+    assert spend["calls"] == fake.served == len(fake.requests)
+    assert spend["by_model"] == {LABEL: {"usd": spend["spent_usd"], "calls": spend["calls"]}}
+    assert spend["spent_usd"] == pytest.approx(_cost(fake))
+    assert spend["spent_usd"] <= 2
+    saved = _json(out / "run.json")
+    assert saved["budget_usd"] == 2 and saved["prices_file"] == str(prices)
+    assert saved["prices"][LABEL]["input"] == PRICE
+    assert saved["prices"][LABEL]["source"].startswith("prices.toml")
+
+    resumed = run_hpt("run", "--resume", str(out), "--budget-usd", "100", "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    assert _json(out / "summary.json")["complete"] is True
+    keys = _keys(out)
+    assert len(keys) == len(set(keys)) == 8
+    assert set(kept) <= set(keys)
+    total = _json(out / "spend.json")
+    # What was spent before counts on: the ledger covers both processes' calls.
+    assert total["calls"] == fake.served
+    assert total["spent_usd"] == pytest.approx(_cost(fake))
+    assert spend["spent_usd"] < total["spent_usd"] <= 100
+    # The next resume goes on under the budget it was given.
+    assert _json(out / "run.json")["budget_usd"] == 100
+
+
+def test_max_calls_stops_after_that_many_calls(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    fake, base_url, _ = priced
+    out = tmp_path / "run"
+    result = run_hpt(*_args(base_url, data_dir, out, "--limit", "6", "--concurrency", "3",
+                            "--max-calls", "5"))  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    assert fake.served == 5
+    assert _json(out / "spend.json")["calls"] == 5
+    # Without a price the calls are counted, not costed, and the run says so.
+    assert f"{LABEL} unpriced on 5 calls" in result.stderr
+    assert f"hpt run --resume {out} --max-calls 10" in result.stderr
+    assert len(_keys(out)) < 6
+
+
+def test_a_model_without_a_price_is_refused_before_any_call(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    fake, base_url, _ = priced
+    out = tmp_path / "run"
+    result = run_hpt(*_args(base_url, data_dir, out, "--limit", "2", "--budget-usd", "1"))
+    assert_user_error(result, "--budget-usd needs the price", LABEL, "--prices FILE")
+    assert fake.served == 0
+    assert not out.exists()
+
+
+async def test_the_estimate_holds_the_whole_runs_cost(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake, base_url, prices = priced
+    out = tmp_path / "run"
+    settings: dict[str, Any] = dict(
+        datasets="boolq", models=LABEL, base_url=base_url, limit=40, data_dir=data_dir,
+        params={"max_tokens": 64}, prices_file=prices, retry=FAST_RETRY,
+    )  # fmt: skip
+    first = await hpt.evaluate(out=out, estimate=10, **settings)
+    estimate = first.estimate
+    assert estimate is not None and not first.complete
+    assert len(_keys(out)) == 10
+    (cell,) = estimate.cells
+    assert (cell.run, cell.planned) == (10, 40)
+    # What was spent, and the 30 climbs left at the mean of the 10 run.
+    assert cell.projected_usd == pytest.approx(cell.spent_usd * 4)
+    assert estimate.spent_usd == pytest.approx(_cost(fake))
+    assert estimate.calls == fake.served
+    depths = {len(r.attempts) for r in read_records(out, None)}
+    assert len(depths) > 2  # the samples climb to different levels
+    finished = await hpt.resume(out)
+    assert finished.complete and len(_keys(out)) == 40
+    actual = _cost(fake)
+    assert estimate.low_usd <= actual <= estimate.high_usd
+    assert estimate.low_usd < estimate.projected_usd < estimate.high_usd
+
+
+def test_the_estimate_on_the_command_line(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    _, base_url, prices = priced
+    out = tmp_path / "run"
+    result = run_hpt(*_args(base_url, data_dir, out, "--limit", "6", "--estimate", "2",
+                            "--prices", str(prices)))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "cost estimate (95% interval)" in result.stdout
+    assert f"continue with: hpt run --resume {out}" in result.stdout
+    assert "--budget-usd" in result.stdout
+    assert len(_keys(out)) == 2
+    assert _json(out / "summary.json")["complete"] is False
+    # A second estimate of the same run answers from the response cache: it says so.
+    again = run_hpt(*_args(base_url, data_dir, tmp_path / "again", "--limit", "6",
+                           "--estimate", "2", "--prices", str(prices)))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "a warm cache makes the estimate low" in again.stderr
+    assert run_hpt("run", "--resume", str(out), "--no-progress").returncode == 0
+    assert len(_keys(out)) == 6
+
+
+def test_runs_without_the_new_options_are_unchanged(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    _, base_url, _ = priced
+    out = tmp_path / "run"
+    result = run_hpt(*_args(base_url, data_dir, out, "--limit", "2"))
+    assert result.returncode == 0, result.stderr
+    assert not NEW_KEYS & set(_json(out / "run.json"))
+    assert not (out / "spend.json").exists()
+
+
+def test_a_refusal_wrapped_on_its_way_out_still_stops_the_run() -> None:
+    refused = BudgetSpent("--max-calls 5")
+    try:
+        try:
+            raise refused
+        except BudgetSpent as exc:
+            raise RuntimeError("DSPy: the LM call failed") from exc
+    except RuntimeError as wrapped:
+        assert budget_spent(wrapped)
+        assert budget_spent(ExceptionGroup("draws", [ValueError("x"), wrapped]))
+    assert not budget_spent(ExceptionGroup("draws", [ValueError("x")]))

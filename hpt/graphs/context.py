@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict
 
 from hpt.backends import Backend, Completion, GenerationParams, Message
 from hpt.prompts import FieldValue
-from hpt.prompts.library import mark_shared
+from hpt.prompts.library import Rendered
 from hpt.results.records import Attempt, Call, Reading
 from hpt.tasks import Sample, Task
+from hpt.types import Role
 
 if TYPE_CHECKING:
     from hpt.structured.runtime import CellRuntime
@@ -88,8 +89,18 @@ class StrategyContext:
         return dict(self.sample.fields)
 
     def render(self, strategy: str, key: str, **extra: FieldValue) -> str:
+        return self.rendered(strategy, key, **extra).text
+
+    def rendered(self, strategy: str, key: str, **extra: FieldValue) -> Rendered:
+        """The template ``key`` of ``[strategy]`` filled for this sample, with the part every
+        sample shares (``Rendered.message`` carries it to the backend, where a provider's
+        prompt cache may use it)."""
         prompts = self.task.prompts
-        return prompts.render(strategy, prompts.text(strategy, key), {**self.fields, **extra})
+        return prompts.rendered(strategy, prompts.text(strategy, key), {**self.fields, **extra})
+
+    def message(self, strategy: str, key: str, role: Role = "user", **extra: FieldValue) -> Message:
+        """``rendered(...)`` as one message of ``role``."""
+        return self.rendered(strategy, key, **extra).message(role)
 
     def seeded(
         self, index: int, params: GenerationParams | None = None
@@ -119,10 +130,8 @@ class StrategyContext:
         index: int = 0,
     ) -> Completion:
         """One recorded call. ``index`` > 0 marks a further sample of the same prompt
-        (``seeded``), not a repeat of the first. Messages rendered from a template carry
-        their shared prefix (``Message.shared_prefix``) to the backend."""
+        (``seeded``), not a repeat of the first."""
         backend = model or self.model
-        mark_shared(messages)
         seed, params = self.seeded(index, params)
         result = await backend.complete(messages, params, cache_seed=seed)
         self.calls.append(Call.of(purpose, backend.name, messages, result))

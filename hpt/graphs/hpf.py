@@ -10,11 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hpt.backends import Completion, Message
 from hpt.graphs.strategies import Needs, StrategyContext, strategy
+from hpt.prompts.library import Rendered
 from hpt.results.records import mean_token_prob
 
 
-def _user(text: str) -> list[Message]:
-    return [Message(role="user", content=text)]
+def _user(prompt: Rendered) -> list[Message]:
+    return [prompt.message("user")]
 
 
 @strategy(
@@ -23,7 +24,7 @@ def _user(text: str) -> list[Message]:
     description="Role Prompting: Defines a role for the model in solving the task.",
 )
 async def role(ctx: StrategyContext) -> str:
-    return await ctx.ask(_user(ctx.render("role", "user")))
+    return await ctx.ask(_user(ctx.rendered("role", "user")))
 
 
 @strategy(
@@ -34,7 +35,7 @@ async def role(ctx: StrategyContext) -> str:
     "related to the task.",
 )
 async def zero_shot_cot(ctx: StrategyContext) -> str:
-    return await ctx.ask(_user(ctx.render("zero_shot_cot", "user")))
+    return await ctx.ask(_user(ctx.rendered("zero_shot_cot", "user")))
 
 
 @strategy(
@@ -54,7 +55,7 @@ async def three_shot_cot(ctx: StrategyContext) -> str:
         if why and suffix:
             text += prompts.render("three_shot_cot", suffix, {"explanation": why})
         shots.append(text)
-    return await ctx.ask(_user(ctx.render("three_shot_cot", "user", exemplars=" ".join(shots))))
+    return await ctx.ask(_user(ctx.rendered("three_shot_cot", "user", exemplars=" ".join(shots))))
 
 
 @strategy(
@@ -70,10 +71,10 @@ async def least_to_most(ctx: StrategyContext) -> str:
     history: list[Message] = []
     previous = ""
     for i, template in enumerate(steps, 1):
-        prompt = ctx.task.prompts.render(
+        prompt = ctx.task.prompts.rendered(
             "least_to_most", template, {**ctx.fields, "previous": previous}
         )
-        history = [*history, Message(role="user", content=prompt)]
+        history = [*history, prompt.message("user")]
         previous = await ctx.ask(history, purpose=f"step {i}/{len(steps)}")
         history = [*history, Message(role="assistant", content=previous)]
     return previous
@@ -112,7 +113,7 @@ class GeneratedKnowledgeParams(BaseModel):
 )
 async def generated_knowledge(ctx: StrategyContext) -> str:
     n = ctx.params_as(GeneratedKnowledgeParams).candidates
-    prompt = _user(ctx.render("generated_knowledge", "knowledge"))
+    prompt = _user(ctx.rendered("generated_knowledge", "knowledge"))
     with_logprobs = ctx.knowledge_params.model_copy(update={"logprobs": True})
     candidates = [
         await ctx.draw(
@@ -127,4 +128,4 @@ async def generated_knowledge(ctx: StrategyContext) -> str:
     chosen, rule = choose_knowledge(candidates)
     ctx.notes["knowledge"] = rule
     knowledge = candidates[chosen].text
-    return await ctx.ask(_user(ctx.render("generated_knowledge", "user", knowledge=knowledge)))
+    return await ctx.ask(_user(ctx.rendered("generated_knowledge", "user", knowledge=knowledge)))

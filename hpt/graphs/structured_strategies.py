@@ -24,7 +24,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hpt.backends import Message
 from hpt.graphs.strategies import (
     Needs,
     NoAnswer,
@@ -77,8 +76,8 @@ async def helm_baseline(ctx: StrategyContext) -> str:
     """HELM's fixed zero-shot prompt: ``user`` (and an optional ``system``)."""
     messages = []
     if ctx.task.prompts.optional_text(HELM, "system") is not None:
-        messages.append(Message(role="system", content=ctx.render(HELM, "system")))
-    messages.append(Message(role="user", content=ctx.render(HELM, "user")))
+        messages.append(ctx.message(HELM, "system", "system"))
+    messages.append(ctx.message(HELM, "user"))
     return await ctx.ask(messages)
 
 

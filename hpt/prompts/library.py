@@ -12,9 +12,8 @@ That is where a provider's prompt cache can reuse what other samples already sen
 from __future__ import annotations
 
 import string
-import threading
 import tomllib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -66,40 +65,6 @@ def joined(parts: Sequence[Rendered], separator: str) -> Rendered:
         if not part.whole:
             break
     return Rendered(separator.join(p.text for p in parts), shared)
-
-
-class _Lately:
-    """The shared prefixes of the texts rendered lately, so that where a message built from
-    one is sent (hpt.graphs.context.StrategyContext.draw) it can be marked without every
-    strategy carrying the number along. A message is sent right after its text is rendered
-    (no await between), so a short memory is enough. Locked: DSPy's optimisers render in
-    worker threads."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._prefixes: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def remember(self, rendered: Rendered) -> None:
-        with self._lock:
-            self._prefixes[rendered.text] = rendered.shared_prefix
-            if len(self._prefixes) > self._size:
-                del self._prefixes[next(iter(self._prefixes))]
-
-    def get(self, text: str) -> int | None:
-        return self._prefixes.get(text)
-
-
-_LATELY = _Lately(1024)
-
-
-def mark_shared(messages: Iterable[Message]) -> None:
-    """Set ``shared_prefix`` on each of ``messages`` that has none and whose text was
-    rendered lately. In place: a conversation's earlier turns keep their mark for its later
-    calls (least-to-most's steps)."""
-    for message in messages:
-        if message.shared_prefix is None:
-            message.shared_prefix = _LATELY.get(message.content)
 
 
 class PromptError(HptError, LookupError):
@@ -198,9 +163,7 @@ class PromptSet:
                     value if isinstance(value, str) else self.render_options(value, separator)
                 )
                 prefixes[name] = len(values[name]) if name in shared else 0
-        out = Rendered(template.format_map(values), _shared_length(template, values, prefixes))
-        _LATELY.remember(out)
-        return out
+        return Rendered(template.format_map(values), _shared_length(template, values, prefixes))
 
     def constant(self, strategy: str, key: str) -> Rendered:
         """The text ``key`` of ``[strategy]`` as it stands (no fields): wholly shared."""

@@ -197,6 +197,10 @@ def request_messages(request: Any) -> list[Message]:
         if role not in ("system", "user", "assistant"):
             raise BackendError(f"hpt's DSPy engine cannot send a {m.role!r} message")
         out.append(Message(role=role, content=_text(m.parts, f"message {i}")))
+    # A program's instructions and demos are the same for every sample; only its last turn
+    # is the sample's (where a provider's prompt cache may break: Message.shared_prefix).
+    for message in out[:-1]:
+        message.shared_prefix = len(message.content)
     return out
 
 

@@ -3,6 +3,7 @@ calls cost: by class, at batch rates, and in reports per cell, level and resolve
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -10,6 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from hpt.reports import api, cells_csv
+from hpt.reports.cells import collect
+from hpt.reports.cells_csv import CSV_COLUMNS
+from hpt.reports.report_markdown import markdown
+from hpt.results import Call, SampleRecord, Selection
 from hpt.results.costs import (
     INSTALL_HINT,
     SELF_HOSTED_SOURCE,
@@ -20,7 +26,9 @@ from hpt.results.costs import (
     litellm_cost_map,
     worst_cost,
 )
+from hpt.tasks import TASKS
 from hpt.types import Usage
+from tests.run_fixtures import make_record, write_run
 
 # A cost map as litellm ships it (USD per token), with what the lookups must tell apart.
 COST_MAP = {
@@ -262,3 +270,159 @@ def test_the_installed_map_is_read_without_importing_litellm() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# Reports: a hand-built run whose every cost is computed here.
+GPT, CLAUDE = "openai:gpt-4o", "anthropic:claude-sonnet-4-5"
+# What the run recorded for GPT (run.json ``prices``); CLAUDE comes from the cost map.
+RECORDED = {GPT: {"input": 2.0, "output": 8.0, "cache_read": 1.0, "source": "run"}}
+
+
+def _usage(record: SampleRecord, level: int, **usage: int) -> Call:
+    call = record.attempts[level - 1].calls[0]
+    call.usage = Usage(**usage)
+    return call
+
+
+def costed_run(directory: Path, spec: dict[str, object] | None = None) -> Path:
+    """Three GSM8K-free BoolQ climbs of GPT (a batched call with cache reads; a level hpt's
+    cache answered; an unresolved climb with a Claude judge writing Anthropic's cache) and an
+    adaptive climb with a selector turn."""
+    s1 = make_record("s1", model=GPT, level=1)
+    _usage(s1, 1, prompt_tokens=1000, cache_read_tokens=800, completion_tokens=100).batched = True
+    s2 = make_record("s2", model=GPT, level=2)
+    _usage(s2, 1, prompt_tokens=1000, cache_read_tokens=0, completion_tokens=100)
+    _usage(s2, 2, prompt_tokens=2000, completion_tokens=200).cached = True
+    s3 = make_record("s3", model=GPT, level=None)
+    for level in range(1, 6):
+        _usage(s3, level, prompt_tokens=1000, completion_tokens=100)
+    judge = Call(purpose="judge", model=CLAUDE, messages=[], completion="1",
+                 usage=Usage(prompt_tokens=500, cache_write_tokens=400, completion_tokens=10))  # fmt: skip
+    s3.attempts[0].calls.append(judge)
+    a1 = make_record("a1", model=GPT, mode="adaptive", level=2, iteration=1)
+    for level in (1, 2):
+        _usage(a1, level, prompt_tokens=1000, completion_tokens=100)
+    turn = Call(purpose="selector", model=GPT, messages=[], completion="2",
+                usage=Usage(prompt_tokens=300, completion_tokens=5))  # fmt: skip
+    a1.selections = [Selection(iteration=1, answer="2", level=2, call=turn)]
+    tasks = {"boolq": TASKS["boolq"].info().model_dump()}
+    return write_run(directory, [s1, s2, s3, a1], spec or {"tasks": tasks, "prices": RECORDED})
+
+
+def test_report_costs_per_cell_level_and_resolved_sample(tmp_path: Path, book: PriceBook) -> None:
+    run = costed_run(tmp_path / "run")
+    standard, adaptive = collect([run], book)
+    # GPT at 2 / 8 per million, cache reads 1; batched: half (input 1, read 0.5, output 4).
+    # Claude (the map): 3 in, 3.75 cache write, 15 out.
+    batched = (200 * 1 + 800 * 0.5 + 100 * 4) / 1e6  # s1, one batched call
+    plain = (1000 * 2 + 100 * 8) / 1e6  # every other GPT call
+    judge = (100 * 3 + 400 * 3.75 + 10 * 15) / 1e6
+    assert standard.cost_usd == pytest.approx(batched + 6 * plain + judge)
+    # s2's level 2 came from hpt's response cache: not spent, saved at its price.
+    assert standard.saved_usd == pytest.approx((2000 * 2 + 200 * 8) / 1e6)
+    # Two samples resolved.
+    assert standard.cost_per_resolved == pytest.approx((batched + 6 * plain + judge) / 2)
+    levels = {lv.where: lv for lv in standard.levels}
+    assert list(levels) == ["1", "2", "3", "4", "5"]
+    assert levels["1"].calls == 4 and levels["1"].batched_calls == 1
+    assert levels["1"].cost_usd == pytest.approx(batched + 2 * plain + judge)
+    assert levels["1"].cached_input_share == pytest.approx(800 / 3500)
+    assert (levels["2"].calls, levels["2"].cached_calls) == (2, 1)
+    assert levels["2"].cost_usd == pytest.approx(plain)
+    assert levels["2"].saved_usd == pytest.approx(0.0056)
+    assert levels["2"].cached_input_share is None  # no call there reported cache reads
+    assert levels["5"].cost_usd == pytest.approx(plain)
+    # The summary: provider cache reads (a reported 0 counts) and writes, batched calls.
+    s = standard.summary
+    assert (s.cache_read_tokens, s.cache_write_tokens, s.batched_calls) == (800, 400, 1)
+    assert s.cached_input_share == pytest.approx(800 / 9500)
+    assert standard.prices[GPT].source == "run"
+    assert "cost map: claude-sonnet-4-5" in standard.prices[CLAUDE].source
+    # Adaptive: the selector's turn apart, after the levels.
+    assert [lv.where for lv in adaptive.levels] == ["1", "2", "selector"]
+    assert adaptive.levels[-1].cost_usd == pytest.approx((300 * 2 + 5 * 8) / 1e6)
+    assert adaptive.cost_per_resolved == adaptive.cost_usd == pytest.approx(2 * plain + 0.00064)
+
+
+def test_report_markdown_and_csv_show_costs(tmp_path: Path, book: PriceBook) -> None:
+    run = costed_run(tmp_path / "run")
+    reports = collect([run], book)
+    md = markdown(reports, [run])
+    usage = _rows(md, "Calls, tokens and cost")
+    assert usage[0] == ["dataset", "model", "mode", "samples", "calls (not sent)", "batched",
+                        "prompt tokens", "cached input %", "completion tokens", "cost USD",
+                        "USD / resolved", "saved USD"]  # fmt: skip
+    assert usage[1] == ["boolq", GPT, "standard", "3", "9 (1)", "1", "9500", "8.4",
+                        "910", "0.0198", "0.009875", "0.0056"]  # fmt: skip
+    assert usage[-1][0] == "**total**" and usage[-1][-3:] == ["0.0260", "", "0.0056"]
+    assert f"- `{GPT}`: input 2, output 8, cache read 1 USD per million tokens (run)" in md
+    levels = _rows(md, "Calls, cached input and cost per level")
+    assert levels[1] == ["boolq", GPT, "standard", "L1", "role", "4 (0)", "1", "3500", "22.9",
+                         "310", "0.0086", "0.0000"]  # fmt: skip
+    assert levels[-1][3:7] == ["selector", "", "1 (0)", "0"]
+    cells_csv.write_csv(reports, tmp_path / "cells.csv")
+    with (tmp_path / "cells.csv").open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = list(reader)
+    # The columns readers had keep their places; the new ones come last.
+    assert reader.fieldnames is not None and reader.fieldnames[:38] == list(CSV_COLUMNS[:38])
+    assert reader.fieldnames[38:] == ["batched_calls", "cache_read_tokens", "cache_write_tokens",
+                                      "cached_input_share", "cost_per_resolved_usd", "saved_usd"]  # fmt: skip
+    assert float(rows[0]["cost_per_resolved_usd"]) == pytest.approx(0.009875)
+    assert float(rows[0]["saved_usd"]) == pytest.approx(0.0056)
+    assert rows[0]["cache_write_tokens"] == "400" and rows[1]["cache_read_tokens"] == ""
+
+
+def test_a_model_without_a_price_is_named(tmp_path: Path, book: PriceBook) -> None:
+    """Run at a vLLM server (``--base-url``): no OpenAI price; the judge is still costed."""
+    tasks = {"boolq": TASKS["boolq"].info().model_dump()}
+    spec = {"tasks": tasks, "model": [GPT], "base_url": "http://127.0.0.1:8000/v1"}
+    run = costed_run(tmp_path / "run", spec)
+    reports = collect([run], book)
+    assert reports[0].cost_usd is None and reports[0].prices[CLAUDE].input == 3.0
+    md = markdown(reports, [run])
+    assert _rows(md, "Calls, tokens and cost")[1][-3:] == ["910", "-", "-"]
+    assert (f"- No cost for cells calling `{GPT}`: {GPT} is served by 127.0.0.1:8000, not by "
+            f'openai: give it in --prices FILE (["{GPT}"] input = USD') in md  # fmt: skip
+    # The user's file prices it; calls are costed at the map's gpt-4o otherwise.
+    prices = tmp_path / "prices.toml"
+    prices.write_text(f'["{GPT}"]\ninput = 0\noutput = 0\n')
+    mine = collect([run], PriceBook.load(prices, cost_map=book.cost_map))
+    judge = (100 * 3 + 400 * 3.75 + 10 * 15) / 1e6
+    assert mine[0].cost_usd == pytest.approx(judge)
+    listed = collect([costed_run(tmp_path / "listed", {"tasks": tasks})], book)
+    assert listed[0].prices[GPT].input == 2.5 and listed[0].cost_usd is not None
+
+
+def test_old_runs_report_as_before(tmp_path: Path, book: PriceBook) -> None:
+    """Runs whose models have no price (named ones, unknown providers) or only self-hosted
+    ones (free): the report reads as without prices -- no cost column, no notes."""
+    for name, model in (("named", "alpha"), ("local", "local")):
+        recs = [make_record("a", model=model, level=1), make_record("b", model=model, level=None)]
+        run = write_run(tmp_path / name, recs)
+        unpriced = markdown(collect([run]), [run])
+        assert markdown(collect([run], book), [run]) == unpriced
+        assert "cost" not in _rows(unpriced, "Calls, tokens and cost")[0][-1]
+        assert "## Calls, cached input and cost per level" not in unpriced
+
+
+def test_report_through_the_api_with_a_prices_file(tmp_path: Path) -> None:
+    """The user's file over the run's recorded prices and the installed map."""
+    run = costed_run(tmp_path / "run")
+    prices = tmp_path / "prices.toml"
+    prices.write_text(f'["{CLAUDE}"]\ninput = 1\noutput = 1\ncache_write = 1\n')
+    written = api.report([run], prices=prices, plots=False)
+    with (run / "report" / "cells.csv").open(newline="") as fh:
+        standard = next(csv.DictReader(fh))
+    # GPT as recorded: one batched call, six others; the judge at 1 USD per million each way.
+    gpt = (200 * 1 + 800 * 0.5 + 100 * 4) / 1e6 + 6 * (1000 * 2 + 100 * 8) / 1e6
+    assert float(standard["cost_usd"]) == pytest.approx(gpt + (100 + 400 + 10) / 1e6)
+    listed = f"- `{CLAUDE}`: input 1, output 1, cache write 1 USD per million tokens"
+    assert f"{listed} (prices.toml; cache reads billed as input)" in written.text
+
+
+def _rows(md: str, section: str) -> list[list[str]]:
+    """The first pipe table under ``## section``, header first, cells stripped."""
+    body = md.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in body.splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines if "---|" not in line]

@@ -25,7 +25,10 @@ def add_parser(sub: Any) -> None:
     rep.add_argument(
         "--prices",
         type=Path,
-        help='TOML of USD per million tokens per model: ["openai:gpt-4o"] input = 2.5, output = 10',
+        help='TOML of USD per million tokens per model label or id: ["openai:gpt-4o"] input = 2.5, '
+        "output = 10 (optional: cache_read, cache_write, batch_input, batch_output, "
+        "batch_cache_read, batch_cache_write); over the prices the run recorded and litellm's "
+        "cost map (hpt[prices])",
     )
     comparison_options(rep)
     rep.add_argument("--no-plots", action="store_true", help="tables only")

@@ -4,4 +4,4 @@ from hpt.errors import HptError
 
 
 class ReportError(HptError, ValueError):
-    """A report's input is wrong: a prices file, for instance."""
+    """A report's input is wrong: a scores file, or runs that cannot be compared."""

@@ -19,9 +19,9 @@ from hpt.reports.cells_csv import write_csv
 from hpt.reports.comparisons import COMPARISONS_JSON, COMPARISONS_MD, Comparison, write_json
 from hpt.reports.comparisons import compare as compare_scores
 from hpt.reports.comparisons_markdown import document
-from hpt.reports.prices import load_prices
 from hpt.reports.report_markdown import markdown
 from hpt.reports.tables import model_names
+from hpt.results.costs import PriceBook
 from hpt.results.reader import require_run_dirs
 from hpt.results.records import Cell
 from hpt.results.rundir import RunDirError
@@ -60,11 +60,12 @@ def report(
     describe: Describe | None = None,
 ) -> Written:
     """``report.md``, ``cells.csv``, ``comparisons.json`` (with several models or a baseline)
-    and the plots, into ``out`` (see ``output_folder``)."""
-    price_list = load_prices(prices) if prices else None
+    and the plots, into ``out`` (see ``output_folder``). Calls are costed at ``prices`` (a
+    TOML file), else at the prices each run recorded, else at litellm's cost map."""
+    book = PriceBook.load(prices)
     require_run_dirs(*run_dirs)
     scores: dict[Cell, CellScores] = {}
-    reports = collect(run_dirs, price_list, describe=describe, scores=scores)
+    reports = collect(run_dirs, book, describe=describe, scores=scores)
     if not reports:
         raise RunDirError(f"no records in {', '.join(map(str, run_dirs))}")
     # Several models: how they compare on the samples they share.

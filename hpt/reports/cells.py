@@ -1,6 +1,6 @@
 """Every cell's figures over one or more run directories, each record read once: the tally's
 summary, bootstrap intervals, per-sample scores (for paired comparisons and for sizing the
-next run) and tokens (for the cost). ``hpt report``, ``hpt compare`` and ``hpt ceiling`` all
+next run) and calls by level (for the cost). ``hpt report``, ``hpt compare`` and ``hpt ceiling`` all
 read runs through ``collect``.
 
 Every number is a pure function of the records. Confidence intervals are percentile
@@ -11,7 +11,7 @@ nonparametric bootstrap, in memory that does not grow with the run."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +19,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from hpt.reports.paired import sd
-from hpt.reports.prices import Price, cost_usd
+from hpt.reports.spending import CellSpend, LevelCost
+from hpt.results.costs import ModelPrice, PriceBook, RunPrices, read_run_prices
 from hpt.results.info import TaskInfo
 from hpt.results.reader import read_records, read_run_info
 from hpt.results.records import Cell, DepthRecord, SampleRecord
@@ -88,7 +89,16 @@ class CellReport(BaseModel):
     pass_at_1: float | None = None
     # Intervals of other columns' values, by the column's value path ("depth_scores.2").
     intervals: dict[str, tuple[float, float]] = {}
+    # USD of the calls sent, by token class (batched ones at batch prices), and the list
+    # price of those hpt's response cache answered; None: unpriced (a model without a price,
+    # or a report without prices).
     cost_usd: float | None = None
+    saved_usd: float | None = None
+    # Calls, tokens and cost per level (the selector's last); the prices used, and the called
+    # models without one (why, and how to price them), by label.
+    levels: list[LevelCost] = []
+    prices: dict[str, ModelPrice] = {}
+    unpriced: dict[str, str] = {}
     source: str = ""
     # Records of a (sample, draw) the source held more than once, beyond the one counted.
     duplicates: int = 0
@@ -108,6 +118,12 @@ class CellReport(BaseModel):
         return self.summary.cell
 
     @property
+    def cost_per_resolved(self) -> float | None:
+        """USD spent per sample resolved (draws count each)."""
+        resolved = sum(self.summary.level_counts.values())
+        return None if self.cost_usd is None or not resolved else self.cost_usd / resolved
+
+    @property
     def independent(self) -> bool:
         """Every scored climb is of a different sample (no repeated draws)."""
         return self.distinct_samples == self.summary.n
@@ -122,7 +138,9 @@ class _Acc:
     scores: CellScores
     hpi: Counter[float] = field(default_factory=Counter)
     resolved: Counter[float] = field(default_factory=Counter)
-    tokens: dict[str, list[int]] = field(default_factory=dict)  # call model -> [in, out]
+    # What run.json says of prices and where models were served (for the cost).
+    run_prices: RunPrices = field(default_factory=RunPrices)
+    spend: CellSpend = field(default_factory=CellSpend)
     scored_prompt_tokens: int = 0
     # value path -> {value: count}, for the intervals of other columns (DepthQA's depth means)
     spreads: dict[str, Counter[float]] = field(default_factory=dict)
@@ -139,14 +157,16 @@ class _Acc:
             if isinstance(record, DepthRecord) and record.judge_score is not None:
                 path = f"depth_scores.{record.depth}"
                 self.spreads.setdefault(path, Counter())[float(record.judge_score)] += 1
-        for call in record.all_calls():
-            used = self.tokens.setdefault(call.model, [0, 0])
-            used[0] += call.usage.prompt_tokens
-            used[1] += call.usage.completion_tokens
+        self.spend.add(record)
 
-    def report(self, prices: Mapping[str, Price] | None, duplicates: int) -> CellReport:
+    def report(self, prices: PriceBook | None, duplicates: int) -> CellReport:
         summary = self.tally.summary()
         per_sample = self.scores.per_sample()
+        run = self.run_prices
+        cost = self.spend.priced(
+            None if prices is None
+            else lambda label: run.price(prices, label) or run.unknown(prices, label)
+        )  # fmt: skip
         return CellReport(
             summary=summary,
             info=self.tally.info or TaskInfo(name=summary.dataset),
@@ -158,7 +178,11 @@ class _Acc:
                 for path, counts in self.spreads.items()
                 if (ci := bootstrap_ci(counts)) is not None
             },
-            cost_usd=cost_usd(self.tokens, prices) if prices else None,
+            cost_usd=cost.cost_usd,
+            saved_usd=cost.saved_usd,
+            levels=cost.levels,
+            prices=cost.prices,
+            unpriced=cost.unpriced,
             source=str(self.source),
             duplicates=duplicates,
             # A sample's draws averaged: the sample is the unit a paired comparison resamples.
@@ -176,7 +200,7 @@ _Key = tuple[Cell, tuple[str, ...]]
 
 def collect(
     run_dirs: Iterable[Path],
-    prices: Mapping[str, Price] | None = None,
+    prices: PriceBook | None = None,
     describe: Describe | None = None,
     scores: dict[Cell, CellScores] | None = None,
     *,
@@ -186,12 +210,15 @@ def collect(
     ``Cell.order``. A cell found in two directories is an error; with ``by_ladder`` (the
     ceiling's methods: one run per prompting method) only when both climbed the same ladder.
     Given ``scores``, fills it with every cell's per-sample scores (for paired comparisons;
-    not with ``by_ladder``, where one cell may have several)."""
+    not with ``by_ladder``, where one cell may have several). Given ``prices``, costs each
+    cell's calls at them, with the prices each run directory recorded between the user's and
+    the cost map's; costs are left out where no call has a per-token price."""
     cells: dict[_Key, _Acc] = {}
     infos: dict[str, TaskInfo] = {}
     duplicates: Counter[_Key] = Counter()
     for directory in run_dirs:
         run = read_run_info(directory)
+        run_prices = read_run_prices(directory) if prices is not None else RunPrices()
         seen_here: set[_Key] = set()
         records = read_records(directory)
         for record in records:
@@ -209,7 +236,7 @@ def collect(
                 if scores is not None:
                     scores[cell] = kept
                 tally = Tally.of(record, infos[record.dataset])
-                acc = cells[key] = _Acc(tally, directory, ladder, kept)
+                acc = cells[key] = _Acc(tally, directory, ladder, kept, run_prices=run_prices)
             elif key not in seen_here:
                 what, advice = cell.title, "report them separately"
                 if by_ladder:
@@ -219,7 +246,15 @@ def collect(
             acc.add(record)
         for key in seen_here:
             duplicates[key] += records.duplicates_by_cell[key[0]]
-    return [cells[key].report(prices, duplicates[key]) for key in sorted(cells, key=_order)]
+    reports = [cells[key].report(prices, duplicates[key]) for key in sorted(cells, key=_order)]
+    if not any(not p.free for r in reports for p in r.prices.values()):
+        # Only self-hosted models (free) or none priced: a report as without prices.
+        for r in reports:
+            r.cost_usd = r.saved_usd = None
+            r.prices, r.unpriced = {}, {}
+            for level in r.levels:
+                level.cost_usd = level.saved_usd = None
+    return reports
 
 
 def _order(key: _Key) -> tuple[object, ...]:

@@ -16,7 +16,8 @@ CSV_COLUMNS = (
     "text_metric", "text_score", "unresolved", "level_counts", "calls", "cached_calls",
     "prompt_tokens", "completion_tokens", "cost_usd", "hallucination_rate", "source",
     "variant", "judge_missing", "reasoning_effort", "thinking_budget", "reasoning_tokens",
-    "truncated", "attempts", "selector_truncated",
+    "truncated", "attempts", "selector_truncated", "batched_calls", "cache_read_tokens",
+    "cache_write_tokens", "cached_input_share", "cost_per_resolved_usd", "saved_usd",
 )  # fmt: skip
 
 
@@ -45,6 +46,12 @@ def csv_rows(reports: list[CellReport]) -> Iterator[dict[str, object]]:
             "truncated": " ".join(f"{k}:{v}" for k, v in sorted(s.truncated.items())),
             # What the truncations are a share of (with the selector's turns, adaptive HPF).
             "attempts": s.attempts, "selector_truncated": s.selector_truncated,
+            # Provider caches and batches; cost_usd is what was sent, saved_usd the list price
+            # of what hpt's response cache answered.
+            "batched_calls": s.batched_calls, "cache_read_tokens": s.cache_read_tokens,
+            "cache_write_tokens": s.cache_write_tokens,
+            "cached_input_share": s.cached_input_share,
+            "cost_per_resolved_usd": r.cost_per_resolved, "saved_usd": r.saved_usd,
         }  # fmt: skip
 
 

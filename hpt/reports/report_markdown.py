@@ -11,13 +11,19 @@ from hpt.reports import efforts, floors
 from hpt.reports.cells import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CellReport
 from hpt.reports.comparisons import Comparison
 from hpt.reports.comparisons_markdown import explanation, markdown_table
+from hpt.reports.cost_tables import (
+    COST_NOTE,
+    costed,
+    price_notes,
+    table_level_costs,
+    table_usage,
+)
 from hpt.reports.tables import (
     declared_table,
     declared_tables,
     table_adaptive_hpi,
     table_adaptive_scores,
     table_levels,
-    table_usage,
 )
 
 # Over every dataset, whatever table it declares: adaptive HPF (the paper's tables 6 and 7).
@@ -26,6 +32,11 @@ ADAPTIVE_SECTIONS = (
     ("Table 7 · Adaptive HPF: performance", table_adaptive_scores),
 )
 EFFORTS_TITLE = "Against reasoning effort: HPI, accuracy, tokens and cost"
+LEVELS_NOTE = (
+    "Each level's calls, its judge's and extractor's included, as the records keep them; "
+    "adaptive HPF's selector turns apart. A level's calls are those of the samples that "
+    "reached it."
+)
 
 
 def markdown(
@@ -68,7 +79,14 @@ def markdown(
     out.write(f"\n## Sizing the next run\n\n{floors.SIZING_NOTE}\n\n")
     out.write(floors.table_sizing(reports, detect) + "\n")
     out.write(f"\n## Resolved per level\n\n{table_levels(reports)}\n")
-    out.write(f"\n## Calls, tokens and cost\n\n{table_usage(reports)}\n")
+    priced = costed(reports)
+    out.write("\n## Calls, tokens and cost\n\n" + (f"{COST_NOTE}\n\n" if priced else ""))
+    out.write(f"{table_usage(reports)}\n")
+    prices = price_notes(reports) if priced else []
+    out.write("".join(f"\n- {note}" for note in prices) + ("\n" if prices else ""))
+    by_level = table_level_costs(reports)
+    if by_level:
+        out.write(f"\n## Calls, cached input and cost per level\n\n{LEVELS_NOTE}\n\n{by_level}\n")
     notes = {(r.info.title or r.info.name, n): None for r in reports for n in r.info.notes}
     for r in reports:
         if r.duplicates:

@@ -1,5 +1,6 @@
 """The report's tables (Markdown): the tables the datasets declare (the paper's tables 1-5),
-adaptive HPF's (tables 6 and 7), where samples were resolved, and calls, tokens and cost."""
+adaptive HPF's (tables 6 and 7) and where samples were resolved (calls, tokens and cost:
+``cost_tables``)."""
 
 from __future__ import annotations
 
@@ -234,29 +235,4 @@ def table_levels(reports: list[CellReport]) -> str:
         rows.append([r.cell.dataset_label, s.model, r.cell.mode_label, *levels,
                      str(s.unresolved), str(s.errors), *missing, number(rate, 1),
                      *truncated])  # fmt: skip
-    return pipe_table(header, rows)
-
-
-def table_usage(reports: list[CellReport]) -> str:
-    """Calls, tokens and, with prices, cost per cell."""
-    priced = any(r.cost_usd is not None for r in reports)
-    # Reasoning models: of the completion tokens, those spent thinking, where counted.
-    reasoning = any(r.summary.reasoning_tokens is not None for r in reports)
-    header = ["dataset", "model", "mode", "samples", "calls (not sent)", "prompt tokens",
-              "completion tokens", *(["reasoning tokens"] if reasoning else []),
-              *(["cost USD"] if priced else [])]  # fmt: skip
-    rows = []
-    for r in reports:
-        s = r.summary
-        row = [r.cell.dataset_label, s.model, r.cell.mode_label, str(s.samples),
-               f"{s.calls} ({s.cached_calls})", str(s.prompt_tokens),
-               str(s.completion_tokens)]  # fmt: skip
-        if reasoning:
-            row.append("-" if s.reasoning_tokens is None else str(s.reasoning_tokens))
-        if priced:
-            row.append("-" if r.cost_usd is None else f"{r.cost_usd:.4f}")
-        rows.append(row)
-    if priced:
-        total = sum(r.cost_usd or 0.0 for r in reports)
-        rows.append(["**total**"] + [""] * (len(header) - 2) + [f"{total:.4f}"])
     return pipe_table(header, rows)

@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 LOCK = REPO / "packaging" / "constraints.txt"
 # Extras that hpt/ may import from, lazily (inside a function, or by name through importlib).
-RUNTIME_EXTRAS = ("local", "dspy", "sentence-transformers")
-# Extras the lock covers (`pip install -c packaging/constraints.txt -e '.[local,dev,dspy]'`).
-LOCKED_EXTRAS = ("local", "dev", "dspy")
+RUNTIME_EXTRAS = ("local", "dspy", "sentence-transformers", "prices")
+# Extras the lock covers (`pip install -c packaging/constraints.txt -e '.[local,dev,dspy]'`;
+# prices' litellm comes with dspy, so its pin must be the lock's).
+LOCKED_EXTRAS = ("local", "dev", "dspy", "prices")
 
 
 def requirements(extra: str | None = None) -> list[Requirement]:

@@ -136,9 +136,9 @@ def test_every_table_keeps_efforts_apart(report: tuple[Path, str]) -> None:
     assert by_mode["alpha", "standard · effort medium"][-1] == "1 / 9 (11%; L5 1)"
     assert by_mode["alpha", "standard · effort low"][-1] == "0"
     usage = _rows(md, "Calls, tokens and cost")
-    assert usage[0][6:] == ["completion tokens", "reasoning tokens", "cost USD"]
+    assert usage[0][6:] == ["completion tokens", "reasoning tokens", "cost USD", "USD / resolved"]
     by_mode = {(r[1], r[2]): r for r in usage[1:]}
-    assert by_mode["alpha", "standard · effort high"][6:] == ["400", "350", "0.0045"]
+    assert by_mode["alpha", "standard · effort high"][6:] == ["400", "350", "0.0045", "0.001125"]
     assert by_mode["beta", "standard · effort low"][7] == "-"
     assert usage[-1][0] == "**total**" and len(usage[-1]) == len(usage[0])
     sizing = {r[0] + " " + r[1] for r in _rows(md, "Sizing the next run")[1:]}
@@ -149,8 +149,8 @@ def test_every_table_keeps_efforts_apart(report: tuple[Path, str]) -> None:
         assert reader.fieldnames == list(CSV_COLUMNS)
         rows = list(reader)
     assert list(CSV_COLUMNS[:32]) == OLD_CSV_COLUMNS
-    assert list(CSV_COLUMNS[32:]) == ["reasoning_effort", "thinking_budget", "reasoning_tokens",
-                                      "truncated", "attempts", "selector_truncated"]  # fmt: skip
+    assert list(CSV_COLUMNS[32:38]) == ["reasoning_effort", "thinking_budget", "reasoning_tokens",
+                                        "truncated", "attempts", "selector_truncated"]  # fmt: skip
     found = {(r["model"], r["reasoning_effort"], r["thinking_budget"]): r for r in rows}
     assert len(found) == len(rows) == 8
     high = found["alpha", "high", ""]
@@ -371,13 +371,37 @@ How far apart two models' HPIs must be for a paired comparison on this many samp
 
 ## Calls, tokens and cost
 
-| dataset | model | mode | samples | calls (not sent) | prompt tokens | completion tokens | cost USD |
-|---|---|---|---|---|---|---|---|
-| boolq | alpha | standard | 3 | 8 (0) | 800 | 80 | 0.0024 |
-| boolq | alpha | adaptive | 1 | 2 (0) | 200 | 20 | 0.0006 |
-| humaneval | alpha | standard | 2 | 3 (0) | 300 | 30 | 0.0009 |
-| boolq | beta | standard | 3 | 6 (0) | 600 | 60 | 0.0007 |
-| **total** |  |  |  |  |  |  | 0.0046 |
+Cost: USD of the calls sent, each token class at its price (fresh input, provider cache reads and writes, output with its reasoning tokens), calls answered through a provider's Batch API at batch prices. *Saved*: what the calls hpt's response cache answered (no model call made) would have cost. *USD / resolved*: the cost over the samples resolved. *Cached input*: the share of input tokens the provider read from its prompt cache.
+
+| dataset | model | mode | samples | calls (not sent) | prompt tokens | completion tokens | cost USD | USD / resolved |
+|---|---|---|---|---|---|---|---|---|
+| boolq | alpha | standard | 3 | 8 (0) | 800 | 80 | 0.0024 | 0.001200 |
+| boolq | alpha | adaptive | 1 | 2 (0) | 200 | 20 | 0.0006 | 0.000600 |
+| humaneval | alpha | standard | 2 | 3 (0) | 300 | 30 | 0.0009 | 0.000450 |
+| boolq | beta | standard | 3 | 6 (0) | 600 | 60 | 0.0007 | 0.000220 |
+| **total** |  |  |  |  |  |  | 0.0046 |  |
+
+- `alpha`: input 2, output 10 USD per million tokens (prices.toml; cache reads and cache writes billed as input)
+- `beta`: input 1, output 1 USD per million tokens (prices.toml; cache reads and cache writes billed as input)
+
+## Calls, cached input and cost per level
+
+Each level's calls, its judge's and extractor's included, as the records keep them; adaptive HPF's selector turns apart. A level's calls are those of the samples that reached it.
+
+| dataset | model | mode | level | strategy | calls (not sent) | prompt tokens | completion tokens | cost USD |
+|---|---|---|---|---|---|---|---|---|
+| boolq | alpha | standard | L1 | role | 3 (0) | 300 | 30 | 0.0009 |
+| boolq | alpha | standard | L2 | zero_shot_cot | 2 (0) | 200 | 20 | 0.0006 |
+| boolq | alpha | standard | L3 | three_shot_cot | 1 (0) | 100 | 10 | 0.0003 |
+| boolq | alpha | standard | L4 | least_to_most | 1 (0) | 100 | 10 | 0.0003 |
+| boolq | alpha | standard | L5 | generated_knowledge | 1 (0) | 100 | 10 | 0.0003 |
+| boolq | alpha | adaptive | L1 | role | 1 (0) | 100 | 10 | 0.0003 |
+| boolq | alpha | adaptive | L2 | zero_shot_cot | 1 (0) | 100 | 10 | 0.0003 |
+| humaneval | alpha | standard | L1 | role | 2 (0) | 200 | 20 | 0.0006 |
+| humaneval | alpha | standard | L2 | zero_shot_cot | 1 (0) | 100 | 10 | 0.0003 |
+| boolq | beta | standard | L1 | role | 3 (0) | 300 | 30 | 0.0003 |
+| boolq | beta | standard | L2 | zero_shot_cot | 2 (0) | 200 | 20 | 0.0002 |
+| boolq | beta | standard | L3 | three_shot_cot | 1 (0) | 100 | 10 | 0.0001 |
 """
 
 

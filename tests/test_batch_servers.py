@@ -10,10 +10,12 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
 from tests.backend_helpers import serving
+from tests.servers.anthropic_api import FakeAnthropic
 from tests.servers.batches import BatchTiming, Expire
 from tests.servers.openai_compat import FakeOpenAI
 
@@ -398,3 +400,293 @@ async def test_caching_off_reports_no_details() -> None:
     async with openai_client(fake) as client:
         assert await cached(client, words(1500)) is None
         assert await cached(client, words(1500)) is None
+
+
+# ---- Anthropic: Message Batches
+
+
+def ask(text: str, system: Any = None, **params: Any) -> dict[str, Any]:
+    body = {"model": "claude-test-1", "max_tokens": 64,
+            "messages": [{"role": "user", "content": text}], **params}  # fmt: skip
+    return body | ({"system": system} if system is not None else {})
+
+
+def claude_echo(body: dict[str, Any]) -> str:
+    return f"echo: {body['messages'][-1]['content']}"
+
+
+@contextlib.asynccontextmanager
+async def anthropic_client(fake: FakeAnthropic) -> AsyncIterator[anthropic.AsyncAnthropic]:
+    with serving(fake.app()) as server:
+        async with anthropic.AsyncAnthropic(base_url=server.root_url, api_key=fake.api_key,
+                                            max_retries=0) as client:  # fmt: skip
+            yield client
+
+
+@pytest.fixture
+def claude() -> FakeAnthropic:
+    return FakeAnthropic(claude_echo, batch_timing=FAST)
+
+
+@pytest.fixture
+async def aclient(claude: FakeAnthropic) -> AsyncIterator[anthropic.AsyncAnthropic]:
+    async with anthropic_client(claude) as c:
+        yield c
+
+
+async def batch_of(client: anthropic.AsyncAnthropic, requests: dict[str, dict[str, Any]]) -> Any:
+    return await client.messages.batches.create(
+        requests=[{"custom_id": c, "params": p} for c, p in requests.items()]  # type: ignore[typeddict-item]
+    )
+
+
+async def ended(client: anthropic.AsyncAnthropic, batch_id: str) -> tuple[Any, list[str]]:
+    seen: list[str] = []
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        batch = await client.messages.batches.retrieve(batch_id)
+        if not seen or seen[-1] != batch.processing_status:
+            seen.append(batch.processing_status)
+        if batch.processing_status == "ended":
+            return batch, seen
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"batch {batch_id} did not end: {seen}")
+
+
+async def results(client: anthropic.AsyncAnthropic, batch_id: str) -> dict[str, Any]:
+    return {r.custom_id: r.result async for r in await client.messages.batches.results(batch_id)}
+
+
+def tally(batch: Any) -> dict[str, int]:
+    return dict(batch.request_counts.model_dump())
+
+
+async def test_a_message_batch_ends_with_the_messages_the_direct_route_gives(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic
+) -> None:
+    requests = {f"q-{i}": ask(f"question {i}") for i in range(4)}
+    created = await batch_of(aclient, requests)
+    assert created.id.startswith("msgbatch_") and created.processing_status == "in_progress"
+    assert tally(created) == {"processing": 4, "succeeded": 0, "errored": 0, "canceled": 0,
+                              "expired": 0}  # fmt: skip
+    assert created.results_url is None and created.ended_at is None
+    batch, seen = await ended(aclient, created.id)
+    assert seen[-1] == "ended" and claude.ledger.batches[batch.id].statuses == [
+        "in_progress", "ended"]  # fmt: skip
+    assert tally(batch)["succeeded"] == 4 and batch.ended_at is not None
+    assert batch.results_url is not None and batch.results_url.startswith("http://127.0.0.1")
+    got = await results(aclient, batch.id)
+    direct = await aclient.messages.create(**requests["q-1"])
+    assert set(got) == set(requests) and got["q-1"].type == "succeeded"
+    message = got["q-1"].message
+    assert message.content == direct.content and message.usage == direct.usage
+    assert message.usage.cache_read_input_tokens == 0  # no breakpoint: reported as 0
+    assert claude.direct_calls == 1 and claude.ledger.submitted["q-1"] == 1
+
+
+@pytest.mark.parametrize(
+    ("requests", "message"),
+    [
+        ([{"custom_id": "has space", "params": ask("x")}], "String should match pattern"),
+        ([{"custom_id": "x" * 65, "params": ask("x")}], "String should match pattern"),
+        ([{"custom_id": "a", "params": ask("x")}, {"custom_id": "a", "params": ask("y")}],
+         "Duplicate custom_id"),
+        ([], "at least 1 item"),
+    ],
+)  # fmt: skip
+async def test_a_batch_the_api_refuses_at_create(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic, requests: list[Any], message: str
+) -> None:
+    with pytest.raises(anthropic.BadRequestError, match=message):
+        await aclient.messages.batches.create(requests=requests)
+    assert not claude.ledger.batches
+
+
+async def test_params_are_checked_per_request_and_errored_as_the_direct_route_refuses(
+    aclient: anthropic.AsyncAnthropic,
+) -> None:
+    bad = ask("x", stop_sequences="not a list")
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        await aclient.messages.create(**bad)
+    batch, _ = await ended(aclient, (await batch_of(aclient, {"ok": ask("y"), "bad": bad})).id)
+    assert (tally(batch)["succeeded"], tally(batch)["errored"]) == (1, 1)
+    error = (await results(aclient, batch.id))["bad"]
+    assert error.type == "errored" and error.error.error.type == "invalid_request_error"
+    assert error.error.error.message == refused.value.body["error"]["message"]  # type: ignore[index]
+
+
+async def test_per_request_errors_are_transient_or_permanent(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic
+) -> None:
+    codes = {"flaky": 500, "broken": 400}
+    claude.batch_faults.request_error = lambda custom_id, params: codes.get(custom_id)
+    requests = {c: ask(c) for c in ("fine", "flaky", "broken")}
+    batch, _ = await ended(aclient, (await batch_of(aclient, requests)).id)
+    assert tally(batch) == {"processing": 0, "succeeded": 1, "errored": 2, "canceled": 0,
+                            "expired": 0}  # fmt: skip
+    got = await results(aclient, batch.id)
+    assert {c: r.error.error.type for c, r in got.items() if r.type == "errored"} == {
+        "flaky": "api_error", "broken": "invalid_request_error"}  # fmt: skip
+
+
+async def test_a_message_batch_that_expires_keeps_what_it_answered(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic
+) -> None:
+    claude.batch_faults.batch.append(Expire(answered=1))
+    requests = {f"r{i}": ask(str(i)) for i in range(3)}
+    batch, _ = await ended(aclient, (await batch_of(aclient, requests)).id)
+    assert (tally(batch)["succeeded"], tally(batch)["expired"]) == (1, 2)
+    got = await results(aclient, batch.id)
+    assert got["r0"].type == "succeeded"
+    assert {got["r1"].type, got["r2"].type} == {"expired"}
+
+
+async def test_a_canceled_message_batch_ends_with_what_it_answered(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic
+) -> None:
+    claude.batch_timing = BatchTiming(validating_s=0.0, in_progress_s=0.6, cancelling_s=0.05)
+    created = await batch_of(aclient, {f"r{i}": ask(str(i)) for i in range(4)})
+    await asyncio.sleep(0.2)
+    canceling = await aclient.messages.batches.cancel(created.id)
+    assert canceling.processing_status == "canceling" and canceling.cancel_initiated_at
+    assert tally(canceling)["processing"] == 4  # counted only once it ends
+    batch, _ = await ended(aclient, created.id)
+    counts = tally(batch)
+    assert 1 <= counts["succeeded"] <= 3 and counts["succeeded"] + counts["canceled"] == 4
+    kinds = [r.type for r in (await results(aclient, batch.id)).values()]
+    assert sorted(kinds) == sorted(["succeeded"] * counts["succeeded"] + ["canceled"] * counts["canceled"])  # fmt: skip
+    again = await aclient.messages.batches.cancel(created.id)  # ended: returned as it is
+    assert again.processing_status == "ended" and tally(again) == counts
+    assert claude.ledger.batches[created.id].statuses == ["in_progress", "canceling", "ended"]
+
+
+async def test_message_batches_are_listed_newest_first_and_deleted_once_ended(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic
+) -> None:
+    claude.batch_faults.create.append(529)
+    with pytest.raises(anthropic.APIStatusError) as overloaded:
+        await batch_of(aclient, {"a": ask("x")})
+    assert overloaded.value.status_code == 529
+    ids = [(await batch_of(aclient, {"a": ask(str(i))})).id for i in range(3)]
+    page = await aclient.messages.batches.list(limit=2)
+    assert [b.id for b in page.data] == ids[::-1][:2] and page.has_more
+    assert [b.id async for b in aclient.messages.batches.list(limit=2)] == ids[::-1]
+    assert claude.ledger.create_calls == 4 and claude.ledger.submitted["a"] == 3
+    with pytest.raises(anthropic.BadRequestError):
+        await aclient.messages.batches.delete(ids[0])  # still processing
+    await ended(aclient, ids[0])
+    assert (await aclient.messages.batches.delete(ids[0])).type == "message_batch_deleted"
+    with pytest.raises(anthropic.NotFoundError):
+        await aclient.messages.batches.retrieve(ids[0])
+
+
+# ---- Anthropic: prompt caching at cache_control breakpoints
+
+
+def marked(text: str, ttl: str | None = None) -> dict[str, Any]:
+    mark = {"type": "ephemeral"} | ({"ttl": ttl} if ttl else {})
+    return {"type": "text", "text": text, "cache_control": mark}
+
+
+async def usage_of(client: anthropic.AsyncAnthropic, body: dict[str, Any]) -> dict[str, Any]:
+    usage = (await client.messages.create(**body)).usage
+    got = usage.model_dump(include={"input_tokens", "cache_read_input_tokens",
+                                    "cache_creation_input_tokens"})  # fmt: skip
+    assert usage.cache_creation is not None
+    got["5m"] = usage.cache_creation.ephemeral_5m_input_tokens
+    got["1h"] = usage.cache_creation.ephemeral_1h_input_tokens
+    return dict(got)
+
+
+def tokens(read: int, write: int, fresh: int, w5m: int | None = None) -> dict[str, int]:
+    return {"cache_read_input_tokens": read, "cache_creation_input_tokens": write,
+            "input_tokens": fresh, "5m": write if w5m is None else w5m,
+            "1h": 0 if w5m is None else write - w5m}  # fmt: skip
+
+
+async def test_a_marked_prefix_is_written_then_read(aclient: anthropic.AsyncAnthropic) -> None:
+    system = [marked(words(1100))]
+    assert await usage_of(aclient, ask("first question", system)) == tokens(0, 1100, 2)
+    assert await usage_of(aclient, ask("another one here", system)) == tokens(1100, 0, 3)
+    # Under the model's minimum (1024 by default): neither written nor read.
+    short = [marked(words(1000, "s"))]
+    assert await usage_of(aclient, ask("q", short)) == tokens(0, 0, 1001)
+    assert await usage_of(aclient, ask("q", short)) == tokens(0, 0, 1001)
+    # No breakpoint: nothing cached, the fields are 0.
+    assert await usage_of(aclient, ask("q", words(1100))) == tokens(0, 0, 1101)
+
+
+async def test_breakpoints_write_each_segment_at_its_ttl_and_look_back_for_reads(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic
+) -> None:
+    claude.cache_minimums["claude-test-1"] = 8
+    system = [marked(words(10), "1h")]
+    turn = [marked(words(6, "u")), {"type": "text", "text": "tail words"}]
+    body = ask("", system) | {"messages": [{"role": "user", "content": turn}]}
+    assert await usage_of(aclient, body) == tokens(0, 16, 2, w5m=6)
+    assert await usage_of(aclient, body) == tokens(16, 0, 2)
+    # Another turn after the same system: the system's entry is read, the rest written.
+    other = [marked(words(6, "v"))]
+    assert await usage_of(aclient, body | {"messages": [{"role": "user", "content": other}]}) == (
+        tokens(10, 6, 0)
+    )
+    # Unmarked system, a mark later on: the lookback finds the system's entry.
+    plain = [{"type": "text", "text": words(10)}]
+    later = [{"type": "text", "text": "x y"}, marked(words(4, "z"))]
+    looked = ask("", plain) | {"messages": [{"role": "user", "content": later}]}
+    assert await usage_of(aclient, looked) == tokens(10, 6, 0)
+
+
+async def test_the_top_level_mark_caches_the_whole_prompt(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic
+) -> None:
+    claude.cache_minimums[""] = 4
+    body = ask(words(8), cache_control={"type": "ephemeral"})
+    assert await usage_of(aclient, body) == tokens(0, 8, 0)
+    assert await usage_of(aclient, body) == tokens(8, 0, 0)
+
+
+async def test_an_entry_lives_for_its_ttl(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic
+) -> None:
+    claude.cache_minimums[""], claude.cache.ttls["5m"] = 4, 0.15
+    body = ask("q", [marked(words(8))])
+    assert await usage_of(aclient, body) == tokens(0, 8, 1)
+    await asyncio.sleep(0.1)
+    assert await usage_of(aclient, body) == tokens(8, 0, 1)  # a read refreshes it
+    await asyncio.sleep(0.1)
+    assert await usage_of(aclient, body) == tokens(8, 0, 1)
+    await asyncio.sleep(0.2)
+    assert await usage_of(aclient, body) == tokens(0, 8, 1)
+
+
+@pytest.mark.parametrize(
+    ("system", "message"),
+    [
+        ([marked(f"block {i}") for i in range(5)], "A maximum of 4 blocks"),
+        ([marked("a", "10m")], "Input should be '5m' or '1h'"),
+        ([marked("a", "5m"), marked("b", "1h")], "ttl='1h' must not come after"),
+        ([{"type": "text", "text": "a", "cache_control": {"type": "persistent"}}],
+         "Input should be 'ephemeral'"),
+        ([{"type": "text", "text": ""}], "must be non-empty"),
+    ],
+)  # fmt: skip
+async def test_marks_the_api_refuses(
+    aclient: anthropic.AsyncAnthropic, system: list[Any], message: str
+) -> None:
+    with pytest.raises(anthropic.BadRequestError, match=message):
+        await aclient.messages.create(**ask("q", system))
+
+
+async def test_batched_requests_write_and_read_the_cache(
+    claude: FakeAnthropic, aclient: anthropic.AsyncAnthropic
+) -> None:
+    claude.cache_minimums[""] = 8
+    system = [marked(words(12))]
+    requests = {f"r{i}": ask(f"q {i}", system) for i in range(3)}
+    batch, _ = await ended(aclient, (await batch_of(aclient, requests)).id)
+    got = await results(aclient, batch.id)
+    usage = {c: r.message.usage for c, r in got.items()}
+    assert [(usage[c].cache_creation_input_tokens, usage[c].cache_read_input_tokens,
+             usage[c].input_tokens) for c in requests] == [(12, 0, 2), (0, 12, 2), (0, 12, 2)]  # fmt: skip
+    assert await usage_of(aclient, ask("direct", system)) == tokens(12, 0, 1)

@@ -20,10 +20,12 @@ import hpt
 from hpt.backends.errors import BudgetSpent
 from hpt.graphs import DEFAULT_LADDER as LADDER
 from hpt.orchestrator.scheduling import budget_spent
+from hpt.orchestrator.spec import RunSpec
 from hpt.results.reader import read_records
 from tests.backend_helpers import FAST_RETRY
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
+from tests.servers.tgi import FakeTGI
 from tests.test_cli import assert_user_error
 from tests.test_cli import hpt as run_hpt
 
@@ -226,3 +228,63 @@ def test_a_refusal_wrapped_on_its_way_out_still_stops_the_run() -> None:
         assert budget_spent(wrapped)
         assert budget_spent(ExceptionGroup("draws", [ValueError("x"), wrapped]))
     assert not budget_spent(ExceptionGroup("draws", [ValueError("x")]))
+
+
+def test_batch_mode_is_billed_at_batch_prices_and_said_where_it_cannot_batch(
+    priced: tuple[FakeOpenAI, str, Path], boolq_answers: dict[str, str], data_dir: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    _, base_url, prices = priced
+    out = tmp_path / "run"
+    tgi = ServerThread(FakeTGI(responder=KeyedResponder(boolq_answers, "role")).app()).start()
+    try:
+        result = run_hpt(*_args(base_url, data_dir, out, "--limit", "4", "--prices", str(prices),
+                                "--budget-usd", "50", "--batch", "--batch-wait", "0.1",
+                                "--batch-poll", "0.05", "--extractor-model",
+                                f"tgi:{tgi.root_url}"))  # fmt: skip
+    finally:
+        tgi.stop()
+    assert result.returncode == 0, result.stderr
+    assert f"tgi:{tgi.root_url}: its provider has no Batch API; called directly" in result.stderr
+    calls = [c for r in read_records(out, None) for c in r.all_calls()]
+    batched = [c for c in calls if c.model == LABEL]
+    assert batched and all(c.batched for c in batched)
+    assert all(not c.batched for c in calls if c.model != LABEL)
+    tokens = sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in batched)
+    spend = _json(out / "spend.json")
+    # Half the price: the prices file gives no batch rates.
+    assert spend["by_model"][LABEL] == {"usd": pytest.approx(tokens * PRICE / 2 / 1e6),
+                                        "calls": len(batched)}  # fmt: skip
+    saved = _json(out / "run.json")
+    assert saved["batch"] is True and saved["batch_wait_s"] == 0.1
+    assert "batch_size" not in saved
+    assert (out / "batches.json").is_file()
+
+
+def test_prompt_cache_reaches_the_models_that_take_it() -> None:
+    given = RunSpec(dataset="boolq", model=["anthropic:claude-sonnet-4-5"], prompt_cache="off")
+    config = given.resolve("anthropic:claude-sonnet-4-5").config
+    assert config.model_dump()["prompt_cache"] == "off"
+    assert given.model_dump(mode="json")["prompt_cache"] == "off"
+    default = RunSpec(dataset="boolq", model=["anthropic:claude-sonnet-4-5"])
+    assert "prompt_cache" not in default.model_dump(mode="json")
+    # A model without the setting is resolved as before.
+    assert "prompt_cache" not in given.resolve("openai:gpt-4o").config.model_dump()
+
+
+def test_a_run_that_kept_no_ledger_counts_its_records_against_a_budget(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    fake, base_url, prices = priced
+    out = tmp_path / "run"
+    first = run_hpt(*_args(base_url, data_dir, out, "--limit", "6", "--estimate", "3",
+                           "--prices", str(prices)))  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert not (out / "spend.json").exists()
+    sent, spent = fake.served, _cost(fake)
+    # Below what the first three samples cost: nothing more may be sent.
+    resumed = run_hpt("run", "--resume", str(out), "--budget-usd", f"{spent / 2}", "--no-progress")
+    assert resumed.returncode == 3, resumed.stderr
+    assert fake.served == sent
+    assert _json(out / "spend.json")["spent_usd"] == pytest.approx(spent)
+    assert len(_keys(out)) == 3

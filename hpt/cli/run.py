@@ -220,7 +220,12 @@ def add_parser(sub: Any) -> None:
     )
     run.add_argument("--limit", type=int, help="evaluate N samples (seeded choice)")
     run.add_argument("--seed", type=int, help="seed for choosing samples (default 0)")
-    run.add_argument("--concurrency", type=int, help="samples in flight (default 8)")
+    run.add_argument(
+        "--concurrency",
+        type=int,
+        help="samples in flight per model (default 8; with --batch, a batched model's are all "
+        "in flight)",
+    )
     run.add_argument("--out", type=Path, help="run directory (default runs/DATASET-MODEL-TIME)")
     run.add_argument(
         "--data-dir",

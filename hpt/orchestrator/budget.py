@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,8 +157,8 @@ class Budget:
         self.in_flight = 0
         # The flag whose bound refused a call (the run then stops taking new work).
         self.refused: str | None = None
-        # A change not yet written to the ledger.
-        self.changed = False
+        # Bumped by every call settled: which state of the ledger a write holds.
+        self.version = 0
         # The ledger could not be written: no further call may be sent.
         self.fault: StorageError | None = None
 
@@ -203,21 +204,44 @@ class Budget:
         price = ticket.price
         usd = 0.0 if price is None else call_cost(completion.usage, completion.batched, price)
         self.spend.add(ticket.label, usd)
-        self.changed = True
+        self.version += 1
 
-    async def keep_ledger(self, write: Callable[[Spend], None]) -> None:
-        """Rewrite the ledger (``write``, in a thread) at most every ``LEDGER_EVERY_S`` while
-        calls land, until cancelled. A write that fails stops further calls: the gate raises
-        its ``StorageError`` (what the run would spend could not be kept)."""
+    async def keep_ledger(self, ledger: Ledger) -> None:
+        """Rewrite ``ledger`` (in a thread) at most every ``LEDGER_EVERY_S`` while calls
+        land, until cancelled. A write that fails stops further calls: the gate raises its
+        ``StorageError`` (what the run would spend could not be kept)."""
         while self.fault is None:
             await asyncio.sleep(LEDGER_EVERY_S)
-            if not self.changed:
+            if self.version == ledger.written:
                 continue
-            self.changed = False
             try:
-                await asyncio.to_thread(write, self.spend.model_copy(deep=True))
+                await asyncio.to_thread(
+                    ledger.write, self.spend.model_copy(deep=True), self.version
+                )
             except StorageError as exc:
                 self.fault = exc
+
+    def write_ledger(self, ledger: Ledger) -> None:
+        """The last write, at the end of the run (on the event loop: one small file)."""
+        ledger.write(self.spend, self.version)
+
+
+class Ledger:
+    """``spend.json``, written by ``write`` (whole or not at all). A write a cancelled
+    ``keep_ledger`` left running in its thread and the last one may meet: they take turns,
+    and a state older than the one on disk is never written over it."""
+
+    def __init__(self, write: Callable[[Spend], None]) -> None:
+        self._write = write
+        self._lock = threading.Lock()
+        self.written = -1
+
+    def write(self, spend: Spend, version: int) -> None:
+        with self._lock:
+            if version <= self.written:
+                return
+            self._write(spend)
+            self.written = version
 
 
 def spend_text(spend: Spend, prices: Mapping[str, ModelPrice | None]) -> str:

@@ -30,7 +30,7 @@ from hpt.graphs import (
 from hpt.graphs.adaptive import build_adaptive
 from hpt.graphs.context import helper_params
 from hpt.graphs.walk import GraphWalker
-from hpt.orchestrator.budget import SPEND, Spend, open_budget, price_run
+from hpt.orchestrator.budget import SPEND, Ledger, Spend, open_budget, price_run
 from hpt.orchestrator.estimate import CellCosts, Estimate, project, sample_cost
 from hpt.orchestrator.models import ModelBackends
 from hpt.orchestrator.observer import RunObserver, SilentObserver, SpendWatcher
@@ -272,9 +272,10 @@ async def _run_locked(
             store.create()
         observer.started(spec, total, out, done=total - sum(len(p.todo) for p in plans))
         faults: list[StorageError] = []
-        ledger = None
+        ledger = keeping = None
         if budget is not None:
-            ledger = asyncio.create_task(budget.keep_ledger(_ledger_writer(store)))
+            ledger = Ledger(_ledger_writer(store))
+            keeping = asyncio.create_task(budget.keep_ledger(ledger))
         try:
             with collector_for_climb():
                 budget_spent = await climb_all(plans, spec, store, observer)
@@ -283,12 +284,12 @@ async def _run_locked(
         except StorageError as exc:
             faults.append(exc)
         finally:
-            if ledger is not None:
+            if ledger is not None and keeping is not None:
                 assert budget is not None
-                ledger.cancel()
+                keeping.cancel()
                 if budget.fault is not None:
                     faults.append(budget.fault)
-                _kept_going(faults, store.write_json, SPEND, budget.spend)
+                _kept_going(faults, budget.write_ledger, ledger)
             result = RunSummary(complete=complete, cells=[p.tally.summary() for p in plans])
             summary_written = _end_run(store, result, programs, faults)
             ended = generation_params(plans)

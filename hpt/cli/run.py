@@ -334,8 +334,8 @@ def add_spending_options(run: argparse.ArgumentParser) -> None:
         default=None,
         help="send OpenAI's and Anthropic's calls through their Batch APIs (half the price, "
         "answers within 24 hours; other providers are called directly). Every sample of a "
-        "cell climbs at once, whatever --concurrency says: memory holds one waiting climb "
-        "per sample. Batches are saved in the run directory: --resume collects them",
+        "batched model climbs at once, whatever --concurrency says: memory holds one "
+        "waiting climb per sample. Batches are saved in the run directory: --resume collects them",
     )
     run.add_argument(
         "--batch-size",

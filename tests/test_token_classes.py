@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-from hpt.backends import GenerationParams, Message, ResponseCache
+from hpt.backends import GenerationParams, Message, ResponseCache, Usage
 from hpt.backends.cache import cache_key
 from hpt.backends.prompt_cache import breakpoints, min_cacheable_tokens
 from tests.backend_helpers import backend, serving
 from tests.servers.anthropic_api import FakeAnthropic
+from tests.servers.hf_router import hf_app
+from tests.servers.openai_compat import FakeOpenAI
 
 KEY = "test-anthropic-key"
 SONNET = "claude-sonnet-4-6"  # caches prefixes of 1,024 tokens and more: 4,096 characters
@@ -71,6 +73,93 @@ def marks(body: dict[str, Any]) -> list[str]:
     for m in body["messages"]:
         blocks = blocks + (m["content"] if isinstance(m["content"], list) else [])
     return [b["text"] for b in blocks if b.get("cache_control") == EPHEMERAL]
+
+
+def words(n: int, tag: str) -> str:
+    return " ".join(f"{tag}{i}" for i in range(n)) + " "
+
+
+# -- usage by token class ------------------------------------------------------------------
+
+
+async def openai_usages(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, route: str, prompts: list[str]
+) -> list[Usage]:
+    """The usage of each prompt asked in turn, through the SDK transport, the lean one, or the
+    Hugging Face router (which passes on its provider's usage)."""
+    import huggingface_hub.constants as hub
+
+    monkeypatch.setenv("OPENAI_API_KEY", fake.api_key)
+    monkeypatch.setenv("HF_TOKEN", fake.api_key)
+    with serving(hf_app(fake)) as srv:
+        monkeypatch.setattr(hub, "ENDPOINT", srv.root_url)
+        monkeypatch.setattr(hub, "INFERENCE_PROXY_TEMPLATE", srv.root_url + "/{provider}")
+        if route == "hf":
+            config: dict[str, Any] = {"provider": "hf", "hf_provider": "hf-inference"}
+        else:
+            config = {"provider": "openai", "endpoints": [srv.base_url], "client": route}
+        async with backend(model=fake.model_ids[0], **config) as b:
+            return [
+                (await b.complete([Message(role="user", content=p)], GenerationParams())).usage
+                for p in prompts
+            ]
+
+
+@pytest.mark.parametrize("route", ["sdk", "aiohttp", "hf"])
+async def test_openai_cached_tokens_are_cache_reads_within_the_prompt(
+    monkeypatch: pytest.MonkeyPatch, route: str
+) -> None:
+    fake = FakeOpenAI(lambda body: "42 is the answer", model_ids=("org/model",),
+                      cache_min_tokens=64, cache_step=1)  # fmt: skip
+    head = words(100, "exemplar")
+    first, second, short = await openai_usages(
+        fake, monkeypatch, route, [head + "Q: 6 x 7?", head + "Q: 5 x 8?", "Q: 6 x 7?"]
+    )
+    # The server reports prompt_tokens_details.cached_tokens: 0 the first time (reported,
+    # so 0, not None), the shared 100 words (and "Q:") the second; a prompt under its
+    # minimum gets no details at all: not reported.
+    assert (first.prompt_tokens, first.cache_read_tokens, first.cache_write_tokens) == (
+        104,
+        0,
+        None,
+    )
+    assert (second.prompt_tokens, second.cache_read_tokens) == (104, 101)
+    assert second.fresh_input_tokens == 3 and second.completion_tokens == 4
+    assert (short.prompt_tokens, short.cache_read_tokens) == (4, None)
+
+
+async def test_openai_reports_nothing_of_a_cache_it_does_not_have(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeOpenAI(lambda body: "42", model_ids=("m",), prompt_cache=False)
+    head = words(2000, "exemplar")
+    usages = await openai_usages(fake, monkeypatch, "aiohttp", [head + "A", head + "B"])
+    assert [(u.prompt_tokens, u.cache_read_tokens) for u in usages] == [(2001, None)] * 2
+
+
+async def test_anthropic_prompt_tokens_add_the_cache_reads_and_writes() -> None:
+    model = "claude-opus-5"  # caches 512 tokens and more (the server counts words)
+    head = template(3000) + " "
+    one, two = asking(head, "Q: 6 x 7?"), asking(head, "Q: 5 x 8?")
+    fake = FakeAnthropic(responder=lambda body: "The answer is 42", model_ids=(model,))
+    usages = []
+    with serving(fake.app()) as srv:
+        for setting, messages in (("auto", one), ("auto", two), ("off", two)):
+            async with backend(provider="anthropic", model=model, endpoints=[srv.root_url],
+                               prompt_cache=setting) as b:  # fmt: skip
+                out = await b.complete([messages], GenerationParams(max_tokens=64))
+                usages.append(out.usage)
+    shared_words, asked = len(head.split()), 4
+    assert shared_words >= 512
+    # Anthropic's input_tokens excludes what was read from or written to the cache: the
+    # prompt is the three together, the same each time.
+    written, read, unmarked = usages
+    assert [u.prompt_tokens for u in usages] == [shared_words + asked] * 3
+    assert (written.cache_write_tokens, written.cache_read_tokens) == (shared_words, 0)
+    assert (read.cache_write_tokens, read.cache_read_tokens) == (0, shared_words)
+    assert (unmarked.cache_write_tokens, unmarked.cache_read_tokens) == (0, 0)
+    assert read.fresh_input_tokens == asked and unmarked.fresh_input_tokens == shared_words + asked
+    assert all(u.completion_tokens == 4 for u in usages)
 
 
 # -- prompt-cache breakpoints ----------------------------------------------------------------

@@ -112,6 +112,7 @@ def test_a_budget_stops_the_run_and_a_higher_one_finishes_it(
     assert saved["prices"][LABEL]["input"] == PRICE
     assert saved["prices"][LABEL]["source"].startswith("prices.toml")
 
+    prices.unlink()  # the prices the run recorded stand
     resumed = run_hpt("run", "--resume", str(out), "--budget-usd", "100", "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
     assert _json(out / "summary.json")["complete"] is True

@@ -92,7 +92,10 @@ async def price_run(
     need = "--budget-usd" if spec.budget_usd is not None else "--estimate" if estimate else None
     if need is None and spec.max_calls is None and spec.prices_file is None:
         return None
-    book = await asyncio.to_thread(PriceBook.load, spec.prices_file)
+    user_file = spec.prices_file
+    if user_file is not None and saved and not user_file.exists():
+        user_file = None  # gone since the run started: the prices it recorded stand
+    book = await asyncio.to_thread(PriceBook.load, user_file)
     prices: dict[str, ModelPrice | None] = {}
     for name in spec.model_names():
         model = spec.resolve(name)

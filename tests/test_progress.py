@@ -11,6 +11,7 @@ from hpt.backends import BackendStats
 from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
 from hpt.graphs import DEFAULT_LADDER
 from hpt.orchestrator import RunSpec
+from hpt.orchestrator.budget import Spend
 from hpt.results.tally import Summary
 
 
@@ -27,6 +28,18 @@ def test_live_view_shows_backend_counters(tmp_path: Path) -> None:
     assert "tgi:http://gpu-1:8080: in flight 5/16" in text
     assert "retries 4" in text and "rate-limited 2" in text and "held back 4.2 s" in text
     assert "cache hits 7" in text
+
+
+def test_live_view_shows_the_spend_of_a_run_with_a_budget(tmp_path: Path) -> None:
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, force_terminal=True, width=200))
+    spend = Spend()
+    progress.watch({})
+    progress.watch_spend(spend, 2.0, 500)
+    progress.started(RunSpec(dataset="boolq"), total=10, out=tmp_path)
+    spend.add("openai:gpt-4o-mini", 0.0425, calls=17)  # the ledger is read on every refresh
+    progress.stop()
+    assert "spent $0.0425 of $2.00 · calls 17 of 500" in out.getvalue()
 
 
 LONG_MODEL = "meta-llama/Meta-Llama-3.1-70B-Instruct-Turbo@http://gpu-node-17.cluster:8080"

@@ -13,7 +13,8 @@ from typing import Any
 from rich.console import Console
 
 from hpt.backends import BackendStats
-from hpt.orchestrator.observer import RunObserver, SilentObserver
+from hpt.orchestrator.budget import Spend
+from hpt.orchestrator.observer import RunObserver, SilentObserver, SpendWatcher
 from hpt.orchestrator.penalties import penalty_notices
 from hpt.orchestrator.spec import ConfigError, RunSpec
 from hpt.results.annotations import ANNOTATIONS_ENV, default_annotations_dir
@@ -97,6 +98,10 @@ class PenaltyNotices(SilentObserver):
 
     def watch(self, backends: Mapping[str, BackendStats]) -> None:
         self._inner.watch(backends)
+
+    def watch_spend(self, spend: Spend, budget_usd: float | None, max_calls: int | None) -> None:
+        if isinstance(self._inner, SpendWatcher):
+            self._inner.watch_spend(spend, budget_usd, max_calls)
 
     def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
         for line in penalty_notices(spec.penalties):

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from hpt.backends import BackendStats
 from hpt.cli.common import PlainTable
+from hpt.orchestrator.budget import Spend, usd_text
 from hpt.orchestrator.spec import RunSpec
 from hpt.reports.truncation import TRUNCATION_WARNING_SHARE, counted, heavily_cut, truncations
 from hpt.results.records import SampleRecord
@@ -61,9 +62,14 @@ class RichProgress:
         self._strategies: list[str] = []
         self._backends: Mapping[str, BackendStats] = {}
         self._tallies: dict[int, Tally] = {}
+        # A run with a budget: its live ledger and bounds (SpendWatcher).
+        self._spend: tuple[Spend, float | None, int | None] | None = None
 
     def watch(self, backends: Mapping[str, BackendStats]) -> None:
         self._backends = backends
+
+    def watch_spend(self, spend: Spend, budget_usd: float | None, max_calls: int | None) -> None:
+        self._spend = (spend, budget_usd, max_calls)
 
     def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
         self._strategies = list(spec.strategies)
@@ -88,6 +94,8 @@ class RichProgress:
             )
             if b.batching:
                 grid.add_row(f"{name}: {batches_line(b)}")
+        if self._spend is not None:
+            grid.add_row(spend_line(*self._spend))
         for tally in tallies[:MAX_CELLS_SHOWN]:
             levels = " ".join(str(tally.level_counts[k]) for k in range(1, tally.m + 1))
             missing = f"  judge gave no score {tally.judge_missing}" if tally.judge_missing else ""
@@ -118,6 +126,13 @@ class RichProgress:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+def spend_line(spend: Spend, budget_usd: float | None, max_calls: int | None) -> str:
+    """What a run with a budget has spent so far, against its bounds."""
+    of_usd = "" if budget_usd is None else f" of {usd_text(budget_usd)}"
+    of_calls = "" if max_calls is None else f" of {max_calls}"
+    return f"spent {usd_text(spend.spent_usd)}{of_usd} · calls {spend.calls}{of_calls}"
 
 
 def _chance(value: float | None) -> str:

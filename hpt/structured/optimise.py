@@ -21,7 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hpt.backends import Backend, FatalBackendError, GenerationParams
-from hpt.errors import StorageError
+from hpt.backends.errors import BudgetSpent
+from hpt.errors import StorageError, in_chain
 from hpt.results.records import Call
 from hpt.structured.engine import (
     OPTIMISATION,
@@ -212,7 +213,7 @@ class OptimisationJob:
             program = await asyncio.to_thread(
                 self._compile, make_lm(program_binding), make_lm(proposer_binding), train, val
             )
-        except FatalBackendError:
+        except (FatalBackendError, BudgetSpent):
             raise
         except Exception as exc:
             raise self._failure(exc) from None
@@ -329,6 +330,10 @@ class OptimisationJob:
             )
 
     def _failure(self, exc: Exception) -> BaseException:
+        # The run's budget refused a call: the climb is abandoned, not failed.
+        refused = in_chain(exc, BudgetSpent)
+        if refused is not None:
+            return refused
         backend = backend_error_in(exc)
         if isinstance(backend, FatalBackendError):
             return backend

@@ -19,8 +19,10 @@ import pytest
 import hpt
 from hpt.backends.errors import BudgetSpent
 from hpt.graphs import DEFAULT_LADDER as LADDER
+from hpt.orchestrator.runner import run_evaluation
 from hpt.orchestrator.scheduling import budget_spent
 from hpt.orchestrator.spec import RunSpec
+from hpt.results.costs import PriceError
 from hpt.results.reader import read_records
 from tests.backend_helpers import FAST_RETRY
 from tests.servers.answer_key import KeyedResponder
@@ -289,3 +291,20 @@ def test_a_run_that_kept_no_ledger_counts_its_records_against_a_budget(
     assert fake.served == sent
     assert _json(out / "spend.json")["spent_usd"] == pytest.approx(spent)
     assert len(_keys(out)) == 3
+
+
+async def test_a_hosted_models_name_served_through_the_base_url_variable_is_not_priced_as_it(
+    priced: tuple[FakeOpenAI, str, Path],
+    data_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # openai:gpt-4o-mini is in the cost map, but OPENAI_BASE_URL sends it to another server.
+    fake, base_url, _ = priced
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", fake.api_key)
+    spec = RunSpec(dataset="boolq", model=LABEL, data_dir=data_dir, out=tmp_path / "run",
+                   limit=1, budget_usd=1.0)  # fmt: skip
+    with pytest.raises(PriceError, match=f"--budget-usd needs the price.*{MODEL}"):
+        await run_evaluation(spec)
+    assert fake.served == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +31,10 @@ LEDGER_EVERY_S = 1.0
 class ModelSpend(BaseModel):
     usd: float = 0.0
     calls: int = 0
+
+
+# The variable each hosted provider's SDK reads its endpoint from.
+BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 
 
 class Spend(BaseModel):
@@ -101,7 +106,11 @@ async def price_run(
         model = spec.resolve(name)
         config = model.config
         label, provider, model_id = model.label, config.provider, config.model or ""
-        endpoint = next(iter(config.endpoints), None)
+        # Where the SDK sends it when the config names no endpoint: its variable, else the
+        # provider's own host (a local server reached through OPENAI_BASE_URL is not OpenAI).
+        endpoint = next(iter(config.endpoints), None) or os.environ.get(
+            BASE_URL_ENV.get(provider, ""), None
+        )
         # The cost map is read in a thread, at the first model it is asked for.
         price = await asyncio.to_thread(
             book.price, label, provider, model_id, endpoint=endpoint, recorded=saved

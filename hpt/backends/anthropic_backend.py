@@ -27,6 +27,7 @@ import anthropic
 import httpx2
 from anthropic import AsyncAnthropic
 
+from hpt.backends.anthropic_reply import completion_of
 from hpt.backends.anthropic_thinking import (
     SAMPLING_REMOVED,
     THINKING_PAGE,
@@ -37,7 +38,7 @@ from hpt.backends.anthropic_thinking import (
     thinking_notes,
     thinking_on,
 )
-from hpt.backends.base import Completion, GenerationParams, Message, Usage
+from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_protocol import classify_status, short
 from hpt.backends.prompt_cache import PromptCache, breakpoints, system_blocks, text_blocks
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
     from hpt.backends.anthropic_batch import AnthropicBatchAPI
 
 LEGACY_VERSION = "2023-06-01"
-# How a redacted thinking block (encrypted, no text) shows in a completion's reasoning.
-REDACTED = "[redacted thinking]"
 VERSION_RULE = (
     f"Anthropic's API takes sampling parameters under version {LEGACY_VERSION} only (the "
     "SDK sends a later one; a model's anthropic_version setting can pin it)"
@@ -248,35 +247,6 @@ class AnthropicTransport:
         await self._client.close()
 
 
-def completion_of(msg: anthropic.types.Message, sent: dict[str, Any] | None) -> Completion:
-    """A Messages API reply (a direct call's, or a batch's succeeded result) as a completion.
-    ``input_tokens`` counts only the input after the last cache breakpoint: the prompt is
-    that and the tokens read from and written to the cache."""
-    text = "".join(block.text for block in msg.content if block.type == "text")
-    blocks = [
-        block.to_dict(mode="json")
-        for block in msg.content
-        if block.type in ("thinking", "redacted_thinking")
-    ]
-    usage = msg.usage
-    details = usage.output_tokens_details
-    read, written = usage.cache_read_input_tokens, usage.cache_creation_input_tokens
-    return Completion(
-        text=text,
-        reasoning=_reasoning(blocks),
-        reasoning_blocks=blocks or None,
-        finish_reason=msg.stop_reason,
-        usage=Usage(
-            prompt_tokens=usage.input_tokens + (read or 0) + (written or 0),
-            completion_tokens=usage.output_tokens,
-            reasoning_tokens=details.thinking_tokens if details is not None else None,
-            cache_read_tokens=read,
-            cache_write_tokens=written,
-        ),
-        params=sent,
-    )
-
-
 def _turn(message: Message, marked: bool = False) -> dict[str, Any]:
     """A user or assistant turn. An assistant turn with thinking blocks sends them first,
     unchanged (signatures and all), then its answer; a ``marked`` turn is split into text
@@ -289,13 +259,3 @@ def _turn(message: Message, marked: bool = False) -> dict[str, Any]:
         cut = min(message.shared_prefix or 0, len(message.content))
         return {"role": message.role, "content": text_blocks(message.content, [cut])}
     return {"role": message.role, "content": message.content}
-
-
-def _reasoning(blocks: list[dict[str, Any]]) -> str | None:
-    """The thinking blocks' text, a redacted block noted as such; None when none returned
-    any (models that omit their thinking's text still sign it)."""
-    parts = [
-        REDACTED if b["type"] == "redacted_thinking" else str(b.get("thinking") or "")
-        for b in blocks
-    ]
-    return "\n\n".join(p for p in parts if p) or None

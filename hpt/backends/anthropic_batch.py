@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anthropic
 
-from hpt.backends.anthropic_backend import AnthropicTransport, completion_of
+from hpt.backends.anthropic_reply import completion_of
 from hpt.backends.batch_api import BatchPhase, BatchStatus, RequestFailed
 from hpt.backends.errors import TransientError
 from hpt.backends.openai_protocol import batch_status_error, short
 from hpt.types import Completion, GenerationParams, Message
+
+if TYPE_CHECKING:
+    from hpt.backends.anthropic_backend import AnthropicTransport
 
 PHASES: dict[str, BatchPhase] = {
     "in_progress": "in_progress",

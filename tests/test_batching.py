@@ -104,6 +104,10 @@ class ScriptedBatches:
             await asyncio.Event().wait()
         return batch_id
 
+    @property
+    def can_find(self) -> bool:
+        return self.keeps_metadata
+
     async def find(self, local_id: str) -> str | None:
         if not self.keeps_metadata:
             return None
@@ -435,7 +439,7 @@ async def test_a_batch_submitted_before_its_id_was_saved_is_found(
 
 
 async def test_without_metadata_a_lost_submission_is_asked_again(
-    api: ScriptedBatches, tmp_path: Path
+    api: ScriptedBatches, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     api.hang_submits, api.keeps_metadata = True, False
     first = Run(api, tmp_path)
@@ -449,6 +453,8 @@ async def test_without_metadata_a_lost_submission_is_asked_again(
     second = Run(api, tmp_path)
     await second.collector.start()
     assert journal(tmp_path)[0]["state"] == "failed"
+    # Said, since it may be paid twice.
+    assert "cannot find a batch by hpt's id; its 1 request(s) are asked again" in caplog.text
     assert (await second.ask("a")).text == "re: a"
     assert api.sent["a"] == 2  # the price of a provider that keeps no metadata
     await second.collector.aclose()

@@ -39,6 +39,7 @@ class AnthropicBatchAPI:
     # The documented limits of one batch: 100,000 requests or 256 MB.
     max_requests = 100_000
     max_bytes = 256_000_000
+    can_find = False  # a Message Batch carries no metadata
 
     def __init__(self, transport: AnthropicTransport) -> None:
         self._transport = transport

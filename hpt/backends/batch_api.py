@@ -44,6 +44,9 @@ class BatchAPI(Protocol):
     # The most requests and bytes one batch may carry (the provider's documented limits).
     max_requests: int
     max_bytes: int
+    # Whether ``find`` can tell a batch submitted under a local id (OpenAI's metadata); False:
+    # it always answers None (Anthropic keeps no metadata on a batch).
+    can_find: bool
 
     def request(
         self, custom_id: str, messages: list[Message], params: GenerationParams

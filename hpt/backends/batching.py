@@ -186,6 +186,14 @@ class BatchCollector:
         if found is None:
             entry.state, entry.ended = FAILED, _now()
             entry.error = "not submitted: the provider holds no batch by this local id"
+            if not self._api.can_find:
+                entry.error = "unknown: the provider cannot find a batch by its local id"
+                log.warning(
+                    "hpt: warning: %s: batch %s was being submitted when an earlier process "
+                    "stopped, and %s cannot find a batch by hpt's id; its %d request(s) are asked "
+                    "again (if that batch reached the provider, they are paid twice)",
+                    self._label, entry.local_id, self._api.provider, len(entry.requests),
+                )  # fmt: skip
             await self._save(entry)
             self._remember_done(entry)
             return False

@@ -58,6 +58,7 @@ class OpenAIBatchAPI:
     # The documented limits of one batch: 50,000 requests, an input file of 200 MB.
     max_requests = 50_000
     max_bytes = 200_000_000
+    can_find = True  # by the metadata each batch carries
 
     def __init__(
         self, client: AsyncOpenAI, model: str, fields: ChatFields, provider: str = "openai"

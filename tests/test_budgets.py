@@ -19,11 +19,14 @@ import pytest
 import hpt
 from hpt.backends.errors import BudgetSpent
 from hpt.graphs import DEFAULT_LADDER as LADDER
+from hpt.orchestrator.budget import SPEND, Budget, Ledger, Spend, load_spend
 from hpt.orchestrator.runner import run_evaluation
 from hpt.orchestrator.scheduling import budget_spent
 from hpt.orchestrator.spec import RunSpec
-from hpt.results.costs import PriceError
+from hpt.results.costs import ModelPrice, PriceError
 from hpt.results.reader import read_records
+from hpt.results.store import RunStore
+from hpt.types import Completion, Usage
 from tests.backend_helpers import FAST_RETRY
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI, ServerThread
@@ -308,3 +311,33 @@ async def test_a_hosted_models_name_served_through_the_base_url_variable_is_not_
     with pytest.raises(PriceError, match=f"--budget-usd needs the price.*{MODEL}"):
         await run_evaluation(spec)
     assert fake.served == 0
+
+
+async def test_a_batch_landing_is_saved_at_once_and_counted_on_resume(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    price = ModelPrice(input=PRICE, output=PRICE, source="prices.toml")
+    budget = Budget({LABEL: price}, Ledger(lambda s: store.write_json(SPEND, s)), usd=10.0,
+                    calls=None)  # fmt: skip
+    tickets = [budget.admit(LABEL, 100, 64, batched=True) for _ in range(3)]
+    usage = Usage(prompt_tokens=40, completion_tokens=10)
+    for ticket in tickets[:2]:
+        budget.settle(ticket, Completion(text="yes", usage=usage, batched=True))
+    budget.settle(tickets[2], None)  # failed inside the batch: not billed
+    assert not (tmp_path / SPEND).exists()  # the periodic writer is not running
+    assert not budget.counted("20260101T000000-0a1b2c3d")
+    await budget.landed("20260101T000000-0a1b2c3d")
+    # Written before landed() returns (the journal may say "collected" only after it).
+    saved = _json(tmp_path / SPEND)
+    billed = 2 * 50 * PRICE / 2 / 1e6  # batch rate: half the price
+    assert saved["spent_usd"] == pytest.approx(billed) and saved["calls"] == 2
+    assert saved["batches"] == ["20260101T000000-0a1b2c3d"]
+    assert budget.counted("20260101T000000-0a1b2c3d")
+    # A resumed run's gate, from the ledger: the batch is counted, another is not.
+    spend = load_spend(tmp_path)
+    assert spend is not None
+    again = Budget({LABEL: price}, Ledger(lambda s: None), usd=10.0, calls=None, spend=spend)
+    assert again.counted("20260101T000000-0a1b2c3d")
+    assert not again.counted("20260101T000001-99999999")
+    assert again.spend.spent_usd == pytest.approx(billed)
+    # A ledger without batches is written as before.
+    assert "batches" not in Spend(spent_usd=1.0, calls=1).model_dump(mode="json")

@@ -40,11 +40,13 @@ BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 class Spend(BaseModel):
     """``spend.json``: what the run's calls cost (at the run's prices) and how many were
     made, in all and by model (backend label). Calls answered by the response cache are
-    not in it: they cost nothing."""
+    not in it: they cost nothing. ``batches``: the provider batches (hpt's local ids) whose
+    landing is counted in it, so that one collected again after a kill is not paid twice."""
 
     spent_usd: float = 0.0
     calls: int = 0
     by_model: dict[str, ModelSpend] = Field(default_factory=dict)
+    batches: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def add(self, label: str, usd: float, calls: int = 1) -> None:
         entry = self.by_model.setdefault(label, ModelSpend())
@@ -123,11 +125,16 @@ async def price_run(
 
 
 async def open_budget(
-    spec: RunSpec, prices: Mapping[str, ModelPrice | None], out: Path, *, resume: bool
+    spec: RunSpec,
+    prices: Mapping[str, ModelPrice | None],
+    out: Path,
+    ledger: Ledger,
+    *,
+    resume: bool,
 ) -> Budget | None:
-    """The run's gate, where it has a budget (``--budget-usd``, ``--max-calls``): starting
-    from what a resumed run spent before (its ledger; a run that kept none, from its
-    records' calls), which counts against the budget."""
+    """The run's gate, where it has a budget (``--budget-usd``, ``--max-calls``), keeping
+    ``ledger``: starting from what a resumed run spent before (its ledger; a run that kept
+    none, from its records' calls), which counts against the budget."""
     if spec.budget_usd is None and spec.max_calls is None:
         return None
     spend = None
@@ -137,7 +144,7 @@ async def open_budget(
             spend = await asyncio.to_thread(
                 lambda: spend_of_records(read_records(out, None), prices)
             )
-    return Budget(prices, usd=spec.budget_usd, calls=spec.max_calls, spend=spend)
+    return Budget(prices, ledger, usd=spec.budget_usd, calls=spec.max_calls, spend=spend)
 
 
 @dataclass(frozen=True)
@@ -151,20 +158,24 @@ class Budget:
     """The run's ``CallGate``: a call is admitted only while what was spent, the worst case
     of every call in flight and this call's worst case stay within ``usd``, and the calls
     made and in flight stay within ``calls``. Calls that fail are not billed (nor counted);
-    every attempt that lands is. On the event loop only, as ``CallGate`` says."""
+    every attempt that lands is. What was spent is kept in ``ledger``. On the event loop
+    only, as ``CallGate`` says."""
 
     def __init__(
         self,
         prices: Mapping[str, ModelPrice | None],
+        ledger: Ledger,
         *,
         usd: float | None,
         calls: int | None,
         spend: Spend | None = None,
     ) -> None:
         self.prices = dict(prices)
+        self.ledger = ledger
         self.usd = usd
         self.calls = calls
         self.spend = spend or Spend()
+        self._counted = set(self.spend.batches)
         self.reserved_usd = 0.0
         self.in_flight = 0
         # The flag whose bound refused a call (the run then stops taking new work).
@@ -218,30 +229,49 @@ class Budget:
         self.spend.add(ticket.label, usd)
         self.version += 1
 
-    async def keep_ledger(self, ledger: Ledger) -> None:
-        """Rewrite ``ledger`` (in a thread) at most every ``LEDGER_EVERY_S`` while calls
+    def counted(self, batch: str) -> bool:
+        return batch in self._counted
+
+    async def landed(self, batch: str) -> None:
+        """The batch's requests are settled: its spend is written now, the batch noted in
+        it, before the batch journal may say it was collected."""
+        if batch in self._counted:
+            return
+        self._counted.add(batch)
+        self.spend.batches.append(batch)
+        self.version += 1
+        await self._write()
+        if self.fault is not None:
+            raise self.fault
+
+    async def keep_ledger(self) -> None:
+        """Rewrite the ledger (in a thread) at most every ``LEDGER_EVERY_S`` while calls
         land, until cancelled. A write that fails stops further calls: the gate raises its
         ``StorageError`` (what the run would spend could not be kept)."""
         while self.fault is None:
             await asyncio.sleep(LEDGER_EVERY_S)
-            if self.version == ledger.written:
-                continue
-            try:
-                await asyncio.to_thread(
-                    ledger.write, self.spend.model_copy(deep=True), self.version
-                )
-            except StorageError as exc:
-                self.fault = exc
+            if self.version != self.ledger.written:
+                await self._write()
 
-    def write_ledger(self, ledger: Ledger) -> None:
+    async def _write(self) -> None:
+        # A copy: the calls landing meanwhile change the spend, not what is being written.
+        try:
+            await asyncio.to_thread(
+                self.ledger.write, self.spend.model_copy(deep=True), self.version
+            )
+        except StorageError as exc:
+            self.fault = self.fault or exc
+
+    def write_ledger(self) -> None:
         """The last write, at the end of the run (on the event loop: one small file)."""
-        ledger.write(self.spend, self.version)
+        self.ledger.write(self.spend, self.version)
 
 
 class Ledger:
-    """``spend.json``, written by ``write`` (whole or not at all). A write a cancelled
-    ``keep_ledger`` left running in its thread and the last one may meet: they take turns,
-    and a state older than the one on disk is never written over it."""
+    """``spend.json``, written by ``write`` (whole or not at all). The periodic writes, a
+    batch's landing and the last write (and one a cancelled ``keep_ledger`` left running in
+    its thread) may meet: they take turns, and a state older than the one on disk is never
+    written over it."""
 
     def __init__(self, write: Callable[[Spend], None]) -> None:
         self._write = write

@@ -156,7 +156,8 @@ async def _run_locked(
         store.check_free()
     # Before any backend opens: a model a budget cannot price is refused first.
     prices = await price_run(spec, saved.prices if resume else {}, estimate=estimate is not None)
-    budget = await open_budget(spec, prices or {}, out, resume=resume)
+    ledger = Ledger(_ledger_writer(store))
+    budget = await open_budget(spec, prices or {}, out, ledger, resume=resume)
     for p in plans:
         planned = [(s, draw) for draw in range(spec.samples_per_task) for s in p.samples]
         # --estimate N: the first N planned of each cell (the same in every run of the spec).
@@ -272,10 +273,9 @@ async def _run_locked(
             store.create()
         observer.started(spec, total, out, done=total - sum(len(p.todo) for p in plans))
         faults: list[StorageError] = []
-        ledger = keeping = None
+        keeping = None
         if budget is not None:
-            ledger = Ledger(_ledger_writer(store))
-            keeping = asyncio.create_task(budget.keep_ledger(ledger))
+            keeping = asyncio.create_task(budget.keep_ledger())
         try:
             with collector_for_climb():
                 budget_spent = await climb_all(plans, spec, store, observer)
@@ -284,12 +284,11 @@ async def _run_locked(
         except StorageError as exc:
             faults.append(exc)
         finally:
-            if ledger is not None and keeping is not None:
-                assert budget is not None
+            if budget is not None and keeping is not None:
                 keeping.cancel()
                 if budget.fault is not None:
                     faults.append(budget.fault)
-                _kept_going(faults, budget.write_ledger, ledger)
+                _kept_going(faults, budget.write_ledger)
             result = RunSummary(complete=complete, cells=[p.tally.summary() for p in plans])
             summary_written = _end_run(store, result, programs, faults)
             ended = generation_params(plans)

@@ -341,3 +341,32 @@ async def test_a_batch_landing_is_saved_at_once_and_counted_on_resume(tmp_path: 
     assert again.spend.spent_usd == pytest.approx(billed)
     # A ledger without batches is written as before.
     assert "batches" not in Spend(spent_usd=1.0, calls=1).model_dump(mode="json")
+
+
+async def test_a_batched_extractor_gathers_every_samples_call_into_one_batch(
+    priced: tuple[FakeOpenAI, str, Path], boolq_answers: dict[str, str], data_dir: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # The evaluated model (TGI) has no Batch API; only the extractor's calls are batched.
+    # Climbed --concurrency 1 at a time, each would wait on a batch of its own.
+    fake, base_url, _ = priced
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", fake.api_key)
+    tgi = ServerThread(FakeTGI(responder=KeyedResponder(boolq_answers, "role")).app()).start()
+    try:
+        result = await hpt.evaluate(
+            datasets="boolq", models=f"tgi:{tgi.root_url}", extractor_model=LABEL,
+            strategies=["role"], data_dir=data_dir, out=tmp_path / "run", limit=6, concurrency=1,
+            batch=True,
+            batch_wait_s=0.5, batch_poll_s=0.05, params={"max_tokens": 64}, retry=FAST_RETRY,
+        )  # fmt: skip
+    finally:
+        tgi.stop()
+    assert result.complete
+    records = list(read_records(tmp_path / "run", None))
+    # One level, one extractor call per sample, all in one batch.
+    extracted = [c for r in records for c in r.all_calls() if c.model == LABEL]
+    assert len(extracted) == 6 and all(c.batched for c in extracted)
+    assert len(fake.ledger.batches) == 1
+    assert sum(fake.ledger.submitted.values()) == 6
+    assert fake.direct_calls == 0

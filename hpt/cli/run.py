@@ -333,9 +333,10 @@ def add_spending_options(run: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="send OpenAI's and Anthropic's calls through their Batch APIs (half the price, "
-        "answers within 24 hours; other providers are called directly). Every sample of a "
-        "batched model climbs at once, whatever --concurrency says: memory holds one "
-        "waiting climb per sample. Batches are saved in the run directory: --resume collects them",
+        "answers within 24 hours; other providers are called directly). Where any model "
+        "a cell calls is batched (judge and extractor too), every sample climbs at once, "
+        "whatever --concurrency says: memory holds one waiting climb per sample. "
+        "Batches are saved in the run directory: --resume collects them",
     )
     run.add_argument(
         "--batch-size",

@@ -48,6 +48,9 @@ class CellPlan:
     params: GenerationParams = field(default_factory=GenerationParams)
     graph: Any = None
     model: ManagedBackend | None = None  # the evaluated model's backend, once opened
+    # Every backend the cell's climbs may call (evaluated, extractor, knowledge, judge,
+    # prompt model, selector), once opened.
+    backends: list[ManagedBackend] = field(default_factory=list)
     todo: list[tuple[Sample, int]] = field(default_factory=list)
 
 

@@ -182,7 +182,7 @@ async def _run_locked(
         # the one evaluated at those settings and gets them without (helper_params).
         # The backends and the settings each is given, checked before anything is written.
         given: list[Given] = []
-        extractor = None
+        extractor = extracting = None
         if spec.extractor_model:
             extracting = await backend(spec.extractor_model)
             extractor = AnswerExtractor(extracting, spec.params)
@@ -191,8 +191,10 @@ async def _run_locked(
             model = p.model = await backend(p.model_name)
             knowledge = await backend(spec.knowledge_model) if spec.knowledge_model else model
             given.append(Given(model, p.params))
+            p.backends = [model] if extracting is None else [model, extracting]
             needs = ladder_needs(p.strategies, p.args)
             if needs.logprobs:
+                p.backends.append(knowledge)
                 # Generated knowledge: its knowledge model is asked with logprobs.
                 asked = helper_params(p.params, knowledge, model)
                 given.append(Given(knowledge, asked.model_copy(update={"logprobs": True}),
@@ -200,6 +202,7 @@ async def _run_locked(
             if p.task.needs_judge:  # each cell its own judge: by default its evaluated model
                 p.task = copy.copy(p.task)
                 judge = await backend(spec.judge_model or p.model_name)
+                p.backends.append(judge)
                 p.task.bind_judge(judge, p.params.without_reasoning())
                 # Its notes unsaid: a judge asks at its own temperature, not these params'.
                 given.append(Given(judge, p.params.without_reasoning(), "judge model", said=False))
@@ -209,6 +212,7 @@ async def _run_locked(
             if needs.prompt_model:
                 if spec.prompt_model:
                     proposer = await backend(spec.prompt_model)
+                p.backends.append(proposer)
                 given.append(Given(proposer, p.params.without_reasoning(), "prompt model"))
             cell = CellRuntime(p.cell.dataset, p.cell.model, programs, proposer, spec.epoch,
                                reasoning=p.cell.reasoning_label)  # fmt: skip
@@ -226,6 +230,7 @@ async def _run_locked(
             )
             if p.cell.mode == "adaptive":
                 selector = await backend(spec.selector_model) if spec.selector_model else model
+                p.backends.append(selector)
                 asked = helper_params(p.params, selector, model)
                 given.append(Given(selector, asked, "selector model"))
                 graph = build_adaptive(p.strategies, runtime, selector)

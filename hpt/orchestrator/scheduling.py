@@ -125,13 +125,13 @@ def budget_spent(exc: BaseException) -> bool:
 
 
 def _workers(plans: list[CellPlan], spec: RunSpec, todo: list[list[Climb]]) -> int:
-    """Climbs a model's queue runs at once: ``--concurrency``; in batch mode, for a model
-    whose calls are batched, every one: a climb waits on its batch, not on a connection,
-    and the next level's requests gather only once every sample's earlier level landed.
-    What bounds memory there is one suspended climb per sample (its graph state and
-    prompts), not the limit of calls in flight."""
-    model = plans[0].model if plans else None
-    if spec.batch and model is not None and model.batched:
+    """Climbs a model's queue runs at once: ``--concurrency``; in batch mode, where any
+    model its cells call is batched (the evaluated one, or only a judge, an extractor...),
+    every one: a climb waits on its batch, not on a connection, and a batch gathers the
+    requests of every climb waiting (the next level's only once every sample's earlier
+    level landed). What bounds memory there is one suspended climb per sample (its graph
+    state and prompts), not the limit of calls in flight."""
+    if spec.batch and any(b.batched for p in plans for b in p.backends):
         return len(todo)
     return min(spec.concurrency, len(todo))
 

@@ -216,3 +216,47 @@ def test_the_share_is_a_checked_strategy_parameter() -> None:
     for bad in (-0.1, 1.5):
         with pytest.raises(ValidationError):
             BfrsParams(max_failed_share=bad)
+
+
+@pytest.mark.parametrize("strategy", ["dspy_bfrs", "dspy_mipro"])
+def test_a_budget_running_out_in_an_optimisation_stops_the_run_as_a_budget(
+    toy, strategy, tmp_path
+) -> None:
+    """DSPy scores a refused call as a wrong answer and goes on: the refusal must still stop
+    the climb as a budget stop (no program chosen on refused calls, no OptimisationError),
+    and a resume with more calls optimises and finishes."""
+    for fake, server in serve(Failing([0])):
+        out = tmp_path / "run"
+        args = {"dspy_bfrs": {"num_threads": 4, "max_errors": 100},
+                "dspy_mipro": {**MIPRO_FAST, "max_errors": 100}}[strategy]  # fmt: skip
+        s = spec(server, out, strategy, strategy_args={strategy: args}, cache=False,
+                 max_calls=6)  # fmt: skip
+        result = asyncio.run(run_evaluation(s))
+        assert result.stopped_by == "--max-calls" and not result.complete
+        assert result.spend is not None and result.spend.calls == fake.served <= 6
+        assert not (out / "samples.jsonl").read_text()  # every climb abandoned, none failed
+        assert not list(out.glob("programs/plusone*.json"))  # no program saved
+        resumed = asyncio.run(run_evaluation(s.model_copy(update={"max_calls": 10_000}),
+                                             resume=True))  # fmt: skip
+        assert resumed.complete and resumed.stopped_by is None
+        assert meta_of(out, strategy)["failures"]["failed"] == 0
+        assert len((out / "samples.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_parse_error_behind_a_budget_refusal_is_not_the_failure() -> None:
+    # ChatAdapter's JSON fallback refused by the budget: the refusal, raised while the first
+    # reply's parse error was handled, is why the program call failed.
+    import dspy
+    from dspy.utils.exceptions import AdapterParseError
+
+    from hpt.backends.errors import BudgetSpent
+    from hpt.structured.engine import backend_error_in, parse_error_in
+
+    try:
+        try:
+            raise AdapterParseError("ChatAdapter", dspy.Signature("question -> answer"), "?")
+        except AdapterParseError:
+            raise BudgetSpent("--max-calls 5") from None
+    except BudgetSpent as refused:
+        assert refused.__context__ is not None
+        assert parse_error_in(refused) is None and backend_error_in(refused) is None

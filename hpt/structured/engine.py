@@ -31,11 +31,12 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from hpt.backends import Backend, BackendError, Completion, GenerationParams, Message
+from hpt.backends.errors import BudgetSpent
 from hpt.errors import in_chain
 from hpt.results.records import Call
 
@@ -43,6 +44,7 @@ Phase = Literal["optimisation", "evaluation"]
 OPTIMISATION: Phase = "optimisation"
 EVALUATION: Phase = "evaluation"
 PHASES: tuple[Phase, ...] = (OPTIMISATION, EVALUATION)
+E = TypeVar("E", bound=BaseException)
 
 # The rollout_id of the DSPy LM call under way in this thread / task (None: none given).
 _ROLLOUT: contextvars.ContextVar[Any] = contextvars.ContextVar("hpt_dspy_rollout", default=None)
@@ -147,17 +149,31 @@ class EngineBinding:
     calls: list[Call] | None = None
     # Set when the work that owns this binding is abandoned: later sync calls fail at once.
     closed: threading.Event = field(default_factory=threading.Event)
+    # The run's budget refused one of its calls. DSPy's optimisers and Evaluate score a
+    # failed call as a wrong answer and go on, so the refusal is kept here, every later
+    # call fails at once, and the owner raises it once DSPy returns (``raise_refused``).
+    refused: BudgetSpent | None = None
 
     def cache_seed(self, rollout: Any) -> str:
         return self.seed if rollout is None else f"{self.seed}#rollout={rollout}"
 
+    def raise_refused(self) -> None:
+        """Raise the budget's refusal of one of this binding's calls, if any came."""
+        if self.refused is not None:
+            raise BudgetSpent(str(self.refused))
+
     async def acomplete(self, request: Any, rollout: Any) -> Any:
+        self.raise_refused()
         messages = request_messages(request)
         params = request_params(self.params, request.config)
         try:
             result = await self.backend.complete(
                 messages, params, cache_seed=self.cache_seed(rollout)
             )
+        except BudgetSpent as exc:
+            self.refused = self.refused or exc
+            self.closed.set()
+            raise
         except BackendError as exc:
             # DSPy's optimisers score a failed call as a wrong answer (or skip its example)
             # and go on; counted, an optimisation can refuse to stand on too many of them.
@@ -258,6 +274,7 @@ class HptEngine:
                 "which would deadlock; run DSPy's synchronous work with asyncio.to_thread, or "
                 "use the async path (await program.acall(...))"
             )
+        b.raise_refused()
         if b.closed.is_set() or b.loop.is_closed():
             raise BackendError("the run that owned this DSPy program has stopped")
         rollout = _ROLLOUT.get()
@@ -356,9 +373,16 @@ def adapter_labels(binding: EngineBinding) -> Any:
 def parse_error_in(exc: BaseException) -> BaseException | None:
     """The DSPy AdapterParseError (a reply not in DSPy's format) behind ``exc``, if any."""
     parse_error: type[BaseException] = dspy_module("utils.exceptions").AdapterParseError
-    return in_chain(exc, parse_error)
+    return _failure_in(exc, parse_error)
 
 
 def backend_error_in(exc: BaseException) -> BackendError | None:
     """The hpt BackendError that DSPy wrapped (in an LMError) on its way out, if any."""
-    return in_chain(exc, BackendError)
+    return _failure_in(exc, BackendError)
+
+
+def _failure_in(exc: BaseException, kind: type[E]) -> E | None:
+    """The first ``kind`` in ``exc``'s chain; none where the budget refused a call on the way:
+    a refusal raised while an error was handled (ChatAdapter's JSON fallback, asked after a
+    reply it could not parse) is the failure, and the climb is abandoned."""
+    return None if in_chain(exc, BudgetSpent) is not None else in_chain(exc, kind)

@@ -213,13 +213,20 @@ class OptimisationJob:
             program = await asyncio.to_thread(
                 self._compile, make_lm(program_binding), make_lm(proposer_binding), train, val
             )
-        except (FatalBackendError, BudgetSpent):
-            raise
         except Exception as exc:
+            # A call the budget refused, first: whatever DSPy made of it (a wrong answer,
+            # a cancelled evaluation), the optimisation is abandoned with the climb.
+            program_binding.raise_refused()
+            proposer_binding.raise_refused()
+            if isinstance(exc, FatalBackendError | BudgetSpent):
+                raise
             raise self._failure(exc) from None
         finally:
             program_binding.closed.set()
             proposer_binding.closed.set()
+        # DSPy may also finish on calls the budget refused: no program chosen on them.
+        program_binding.raise_refused()
+        proposer_binding.raise_refused()
         self._check_failures()
         self._check_parses()
         return program

@@ -26,6 +26,7 @@ from hpt.orchestrator.spec import RunSpec
 from hpt.results.costs import ModelPrice, PriceError
 from hpt.results.reader import read_records
 from hpt.results.store import RunStore
+from hpt.tasks import get_task
 from hpt.types import Completion, Usage
 from tests.backend_helpers import FAST_RETRY
 from tests.servers.answer_key import KeyedResponder
@@ -195,21 +196,43 @@ def test_the_estimate_on_the_command_line(
 ) -> None:
     _, base_url, prices = priced
     out = tmp_path / "run"
-    result = run_hpt(*_args(base_url, data_dir, out, "--limit", "6", "--estimate", "2",
+    result = run_hpt(*_args(base_url, data_dir, out, "--limit", "8", "--estimate", "5",
                             "--prices", str(prices)))  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "cost estimate (95% interval)" in result.stdout
     assert f"continue with: hpt run --resume {out}" in result.stdout
     assert "--budget-usd" in result.stdout
-    assert len(_keys(out)) == 2
+    assert len(_keys(out)) == 5
     assert _json(out / "summary.json")["complete"] is False
     # A second estimate of the same run answers from the response cache: it says so.
-    again = run_hpt(*_args(base_url, data_dir, tmp_path / "again", "--limit", "6",
-                           "--estimate", "2", "--prices", str(prices)))  # fmt: skip
+    again = run_hpt(*_args(base_url, data_dir, tmp_path / "again", "--limit", "8",
+                           "--estimate", "5", "--prices", str(prices)))  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert "a warm cache makes the estimate low" in again.stderr
     assert run_hpt("run", "--resume", str(out), "--no-progress").returncode == 0
-    assert len(_keys(out)) == 6
+    assert len(_keys(out)) == 8
+    # Too few samples for an interval: refused before anything is run.
+    few = run_hpt(*_args(base_url, data_dir, tmp_path / "few", "--limit", "8", "--estimate", "4"))
+    assert_user_error(few, "--estimate must be at least 5")
+    assert not (tmp_path / "few").exists()
+
+
+def test_the_estimate_runs_the_samples_a_limit_would_choose(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    # No --limit: the whole dataset is planned, and the estimate's samples are the seeded
+    # choice --limit 5 --seed 3 makes, not the file's first rows.
+    _, base_url, prices = priced
+    out = tmp_path / "run"
+    result = run_hpt(*_args(base_url, data_dir, out, "--seed", "3", "--estimate", "5",
+                            "--prices", str(prices)))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    task = get_task("boolq", data_dir)
+    every = task.load_samples()
+    chosen = {s.id for s in task.choose(every, 5, 3)}
+    assert {r.sample_id for r in read_records(out, None)} == chosen
+    assert chosen != {s.id for s in every[:5]}
+    assert f"5/{len(every)}" in result.stdout
 
 
 def test_runs_without_the_new_options_are_unchanged(
@@ -283,17 +306,17 @@ def test_a_run_that_kept_no_ledger_counts_its_records_against_a_budget(
 ) -> None:
     fake, base_url, prices = priced
     out = tmp_path / "run"
-    first = run_hpt(*_args(base_url, data_dir, out, "--limit", "6", "--estimate", "3",
+    first = run_hpt(*_args(base_url, data_dir, out, "--limit", "8", "--estimate", "5",
                            "--prices", str(prices)))  # fmt: skip
     assert first.returncode == 0, first.stderr
     assert not (out / "spend.json").exists()
     sent, spent = fake.served, _cost(fake)
-    # Below what the first three samples cost: nothing more may be sent.
+    # Below what the first five samples cost: nothing more may be sent.
     resumed = run_hpt("run", "--resume", str(out), "--budget-usd", f"{spent / 2}", "--no-progress")
     assert resumed.returncode == 3, resumed.stderr
     assert fake.served == sent
     assert _json(out / "spend.json")["spent_usd"] == pytest.approx(spent)
-    assert len(_keys(out)) == 3
+    assert len(_keys(out)) == 5
 
 
 async def test_a_hosted_models_name_served_through_the_base_url_variable_is_not_priced_as_it(

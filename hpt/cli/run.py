@@ -47,7 +47,7 @@ from hpt.cli.progress import (
 from hpt.errors import validation_message
 from hpt.orchestrator.budget import spend_text, usd_text
 from hpt.orchestrator.config import ConfigError
-from hpt.orchestrator.estimate import CellEstimate, Estimate
+from hpt.orchestrator.estimate import ESTIMATE_MIN, CellEstimate, Estimate
 from hpt.orchestrator.planning import default_out_dir
 from hpt.orchestrator.resume import load_saved_plugins, load_saved_spec
 from hpt.orchestrator.runner import RunResult, run_evaluation
@@ -383,8 +383,9 @@ def add_spending_options(run: argparse.ArgumentParser) -> None:
         "--estimate",
         type=int,
         metavar="N",
-        help="run the first N samples of each cell, then stop and project the whole run's "
-        "cost with a 95%% interval; --resume goes on from there",
+        help=f"run N samples of each cell (at least {ESTIMATE_MIN}: those --limit N would "
+        "choose), then stop and project the whole run's cost with a 95%% interval; --resume "
+        "goes on from there",
     )
 
 
@@ -488,8 +489,6 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
     if args.estimate is not None:
         if args.resume is not None:
             raise ConfigError("--estimate starts a run; --resume DIR goes on with the whole run")
-        if args.estimate < 2:
-            raise ConfigError("--estimate must be at least 2 (an interval needs two samples)")
     spec = resume_spec(args) if args.resume is not None else build_spec(args, plugins)
     assert spec.out is not None
     progress = None if args.no_progress or not console.is_terminal else RichProgress()

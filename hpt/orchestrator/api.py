@@ -31,8 +31,9 @@ async def evaluate(
     for DepthQA's ``mode`` and ``graph``. Records go to ``out`` (default
     ``runs/...``) as samples finish; cancel the awaiting task to stop, and ``resume(out)``.
     ``budget_usd`` and ``max_calls`` bound what it spends (``RunResult.stopped_by`` says
-    when one stopped it); ``estimate`` (N) runs the first N samples of each cell and
-    projects the whole run's cost (``RunResult.estimate``)."""
+    when one stopped it); ``estimate`` (N, at least 5) runs the N samples of each cell
+    that ``limit`` N would choose and projects the whole run's cost
+    (``RunResult.estimate``)."""
     named = settings.pop("model_configs", {})
     spec = RunSpec.model_validate(
         {

@@ -20,6 +20,9 @@ from hpt.results.records import SampleRecord
 # Bootstrap replicates, and the share of them the interval holds.
 REPLICATES = 4000
 LEVEL = 0.95
+# The fewest samples per cell an estimate runs: a bootstrap of two or three costs barely
+# varies (most resamples repeat one value), so its interval would claim too much.
+ESTIMATE_MIN = 5
 
 
 @dataclass(frozen=True)

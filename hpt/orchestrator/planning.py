@@ -52,6 +52,8 @@ class CellPlan:
     # prompt model, selector), once opened.
     backends: list[ManagedBackend] = field(default_factory=list)
     todo: list[tuple[Sample, int]] = field(default_factory=list)
+    # Whether this session plans every sample (not an estimate's share of them).
+    whole: bool = True
 
 
 async def plan_cells(spec: RunSpec) -> list[CellPlan]:

@@ -31,7 +31,7 @@ from hpt.graphs.adaptive import build_adaptive
 from hpt.graphs.context import helper_params
 from hpt.graphs.walk import GraphWalker
 from hpt.orchestrator.budget import SPEND, Ledger, Spend, open_budget, price_run
-from hpt.orchestrator.estimate import CellCosts, Estimate, project, sample_cost
+from hpt.orchestrator.estimate import ESTIMATE_MIN, CellCosts, Estimate, project, sample_cost
 from hpt.orchestrator.models import ModelBackends
 from hpt.orchestrator.observer import RunObserver, SilentObserver, SpendWatcher
 from hpt.orchestrator.penalties import run_penalties
@@ -44,7 +44,7 @@ from hpt.orchestrator.planning import (
 )
 from hpt.orchestrator.resume import load_saved_spec, read_back
 from hpt.orchestrator.scheduling import climb_all, collector_for_climb, outlast_cancellation
-from hpt.orchestrator.spec import RunSpec, SavedSpec
+from hpt.orchestrator.spec import ConfigError, RunSpec, SavedSpec
 from hpt.results.costs import ModelPrice
 from hpt.results.lock import RunLock
 from hpt.results.reader import read_records
@@ -71,7 +71,7 @@ class RunResult:
     # The prices the run used, by backend label (run.json's ``prices``); None: it priced
     # nothing.
     prices: dict[str, ModelPrice | None] | None = None
-    # ``--estimate N``: the whole run's projected cost from its first N samples per cell.
+    # ``--estimate N``: the whole run's projected cost from N samples per cell.
     estimate: Estimate | None = None
 
     @property
@@ -93,14 +93,20 @@ async def run_evaluation(
 ) -> RunResult:
     """Run (or, with ``resume``, continue) every cell of ``spec``.
 
-    With ``estimate`` (N), only the first N planned samples of each cell are run; the run
-    then stops (``complete`` false) and ``RunResult.estimate`` projects the whole run's cost.
+    With ``estimate`` (N), only N samples of each cell are run (those ``limit`` N would
+    choose, every draw of them); the run then stops (``complete`` false) and
+    ``RunResult.estimate`` projects the whole run's cost.
 
     Resuming reads ``spec.out``'s records, skips the samples they cover and, with
     ``retry_errors``, runs again the samples that ended in an error. The run directory is
     locked for the run (one writer). A write that fails (disk full, read-only, I/O error)
     stops the run at once: ``RunStopped`` says what failed, what was kept and how to go on."""
     observer = observer or SilentObserver()
+    if estimate is not None and estimate < ESTIMATE_MIN:
+        raise ConfigError(
+            f"--estimate must be at least {ESTIMATE_MIN}: fewer samples say too little of "
+            "how a cell's cost varies for an interval to hold"
+        )
     resolve_strategies(spec.strategies)
     spec.check_models()
     # Each dataset's HPI_dataset and its source, fixed now and saved in run.json.
@@ -159,9 +165,12 @@ async def _run_locked(
     ledger = Ledger(_ledger_writer(store))
     budget = await open_budget(spec, prices or {}, out, ledger, resume=resume)
     for p in plans:
-        planned = [(s, draw) for draw in range(spec.samples_per_task) for s in p.samples]
-        # --estimate N: the first N planned of each cell (the same in every run of the spec).
-        p.todo = [(s, draw) for s, draw in planned[:estimate] if p.cell.key(s.id, draw) not in done]
+        # --estimate N: the samples --limit N would choose (a seeded choice across the
+        # dataset, not its first rows, which may all be one subject), every draw of them.
+        run = p.samples if estimate is None else p.task.choose(p.samples, estimate, spec.seed)
+        planned = [(s, draw) for draw in range(spec.samples_per_task) for s in run]
+        p.todo = [(s, draw) for s, draw in planned if p.cell.key(s.id, draw) not in done]
+        p.whole = len(run) == len(p.samples)
     total = sum(len(p.samples) for p in plans) * spec.samples_per_task
     complete = budget_spent = False
     async with contextlib.AsyncExitStack() as stack:
@@ -284,7 +293,7 @@ async def _run_locked(
         try:
             with collector_for_climb():
                 budget_spent = await climb_all(plans, spec, store, observer)
-            every = estimate is None or _all_planned(plans, spec, estimate)
+            every = all(p.whole for p in plans)
             complete = every and not budget_spent
         except StorageError as exc:
             faults.append(exc)
@@ -348,11 +357,6 @@ def _ledger_writer(store: RunStore) -> Callable[[Spend], None]:
         store.write_json(SPEND, spend)
 
     return write
-
-
-def _all_planned(plans: list[CellPlan], spec: RunSpec, estimate: int) -> bool:
-    """Whether ``--estimate`` ran every planned sample (a cell of N samples or fewer)."""
-    return all(len(p.samples) * spec.samples_per_task <= estimate for p in plans)
 
 
 def _estimate(

@@ -335,7 +335,8 @@ def test_report_costs_per_cell_level_and_resolved_sample(tmp_path: Path, book: P
     # The summary: provider cache reads (a reported 0 counts) and writes, batched calls.
     s = standard.summary
     assert (s.cache_read_tokens, s.cache_write_tokens, s.batched_calls) == (800, 400, 1)
-    assert s.cached_input_share == pytest.approx(800 / 9500)
+    # The cached share is of the input sent: s2's level 2, answered by hpt's cache, is not.
+    assert s.cached_input_share == pytest.approx(800 / 7500)
     assert standard.prices[GPT].source == "run"
     assert "cost map: claude-sonnet-4-5" in standard.prices[CLAUDE].source
     # Adaptive: the selector's turn apart, after the levels.
@@ -352,7 +353,7 @@ def test_report_markdown_and_csv_show_costs(tmp_path: Path, book: PriceBook) -> 
     assert usage[0] == ["dataset", "model", "mode", "samples", "calls (not sent)", "batched",
                         "prompt tokens", "cached input %", "completion tokens", "cost USD",
                         "USD / resolved", "saved USD"]  # fmt: skip
-    assert usage[1] == ["boolq", GPT, "standard", "3", "9 (1)", "1", "9500", "8.4",
+    assert usage[1] == ["boolq", GPT, "standard", "3", "9 (1)", "1", "9500", "10.7",
                         "910", "0.0198", "0.009875", "0.0056"]  # fmt: skip
     assert usage[-1][0] == "**total**" and usage[-1][-3:] == ["0.0260", "", "0.0056"]
     assert f"- `{GPT}`: input 2, output 8, cache read 1 USD per million tokens (run)" in md
@@ -371,6 +372,40 @@ def test_report_markdown_and_csv_show_costs(tmp_path: Path, book: PriceBook) -> 
     assert float(rows[0]["cost_per_resolved_usd"]) == pytest.approx(0.009875)
     assert float(rows[0]["saved_usd"]) == pytest.approx(0.0056)
     assert rows[0]["cache_write_tokens"] == "400" and rows[1]["cache_read_tokens"] == ""
+
+
+def test_a_call_shared_by_threshold_cells_is_paid_by_each_and_counted_once(
+    tmp_path: Path, book: PriceBook
+) -> None:
+    # Two threshold cells ask s1's identical call once: the low cell's request answered
+    # the high cell's (Call.shared). hpt's response cache answered the high cell's s2.
+    low = make_record("s1", model=GPT, level=1, threshold=0.3)
+    high = make_record("s1", model=GPT, level=1, threshold=0.6)
+    _usage(low, 1, prompt_tokens=1000, cache_read_tokens=400, completion_tokens=100)
+    twin = _usage(high, 1, prompt_tokens=1000, cache_read_tokens=400, completion_tokens=100)
+    twin.cached = twin.shared = True
+    hit = make_record("s2", model=GPT, level=1, threshold=0.6)
+    _usage(hit, 1, prompt_tokens=1000, cache_read_tokens=1000, completion_tokens=100).cached = True
+    tasks = {"boolq": TASKS["boolq"].info().model_dump()}
+    run = write_run(tmp_path / "run", [low, high, hit], {"tasks": tasks, "prices": RECORDED})
+    reports = collect([run], book)
+    by_threshold = {r.cell.threshold: r for r in reports}
+    paid = (600 * 2 + 400 * 1 + 100 * 8) / 1e6  # s1's call
+    cache_hit = (1000 * 1 + 100 * 8) / 1e6
+    # The shared call is the high cell's evaluation's as much as the low one's: its cost,
+    # not a saving; only hpt's own cache saved anything.
+    assert by_threshold[0.3].cost_usd == pytest.approx(paid)
+    high_cell = by_threshold[0.6]
+    assert high_cell.cost_usd == high_cell.shared_usd == pytest.approx(paid)
+    assert high_cell.saved_usd == pytest.approx(cache_hit)
+    # Its cached share is of the input sent for it: s1's, not s2's (answered by hpt's cache).
+    assert high_cell.summary.cached_input_share == pytest.approx(0.4)
+    assert high_cell.levels[0].cached_input_share == pytest.approx(0.4)
+    md = markdown(reports, [run])
+    assert "counted once in the total" in md
+    usage = _rows(md, "Calls, tokens and cost")
+    # The total counts the call once.
+    assert usage[-1][0] == "**total**" and usage[-1][-3:] == [f"{paid:.4f}", "", f"{cache_hit:.4f}"]
 
 
 def test_a_model_without_a_price_is_named(tmp_path: Path, book: PriceBook) -> None:

@@ -94,6 +94,9 @@ class CellReport(BaseModel):
     # or a report without prices).
     cost_usd: float | None = None
     saved_usd: float | None = None
+    # Of ``cost_usd``: the calls an identical call in flight answered (threshold cells ask
+    # each call once): in each such cell's cost, once in a total over cells.
+    shared_usd: float | None = None
     # Calls, tokens and cost per level (the selector's last); the prices used, and the called
     # models without one (why, and how to price them), by label.
     levels: list[LevelCost] = []
@@ -180,6 +183,7 @@ class _Acc:
             },
             cost_usd=cost.cost_usd,
             saved_usd=cost.saved_usd,
+            shared_usd=cost.shared_usd,
             levels=cost.levels,
             prices=cost.prices,
             unpriced=cost.unpriced,
@@ -250,10 +254,10 @@ def collect(
     if not any(not p.free for r in reports for p in r.prices.values()):
         # Only self-hosted models (free) or none priced: a report as without prices.
         for r in reports:
-            r.cost_usd = r.saved_usd = None
+            r.cost_usd = r.saved_usd = r.shared_usd = None
             r.prices, r.unpriced = {}, {}
             for level in r.levels:
-                level.cost_usd = level.saved_usd = None
+                level.cost_usd = level.saved_usd = level.shared_usd = None
     return reports
 
 

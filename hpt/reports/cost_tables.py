@@ -16,6 +16,17 @@ COST_NOTE = (
     "call made) would have cost. *USD / resolved*: the cost over the samples resolved. "
     "*Cached input*: the share of input tokens the provider read from its prompt cache."
 )
+# Said where some cell's calls were answered by an identical call in flight.
+SHARED_NOTE = (
+    "Threshold cells ask each identical call once: a call one request answered for several "
+    "cells is in each cell's cost (not saved), and counted once in the total."
+)
+
+
+def cost_note(reports: list[CellReport]) -> str:
+    """What the cost table's figures are; shared calls are explained where some cell has them."""
+    shared = any(r.shared_usd for r in reports)
+    return f"{COST_NOTE} {SHARED_NOTE}" if shared else COST_NOTE
 
 
 def costed(reports: list[CellReport]) -> bool:
@@ -63,7 +74,9 @@ def table_usage(reports: list[CellReport]) -> str:
         row += [_usd(r.saved_usd)] if saved else []
         rows.append(row)
     if priced:
-        total = [f"{sum(r.cost_usd or 0.0 for r in reports):.4f}", ""]
+        # Each call once: a call shared by cells is in each one's cost.
+        once = sum((r.cost_usd or 0.0) - (r.shared_usd or 0.0) for r in reports)
+        total = [f"{once:.4f}", ""]
         total += [f"{sum(r.saved_usd or 0.0 for r in reports):.4f}"] if saved else []
         rows.append(["**total**"] + [""] * (len(header) - 1 - len(total)) + total)
     return pipe_table(header, rows)

@@ -12,7 +12,7 @@ from hpt.reports.cells import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CellReport
 from hpt.reports.comparisons import Comparison
 from hpt.reports.comparisons_markdown import explanation, markdown_table
 from hpt.reports.cost_tables import (
-    COST_NOTE,
+    cost_note,
     costed,
     price_notes,
     table_level_costs,
@@ -80,7 +80,7 @@ def markdown(
     out.write(floors.table_sizing(reports, detect) + "\n")
     out.write(f"\n## Resolved per level\n\n{table_levels(reports)}\n")
     priced = costed(reports)
-    out.write("\n## Calls, tokens and cost\n\n" + (f"{COST_NOTE}\n\n" if priced else ""))
+    out.write("\n## Calls, tokens and cost\n\n" + (f"{cost_note(reports)}\n\n" if priced else ""))
     out.write(f"{table_usage(reports)}\n")
     prices = price_notes(reports) if priced else []
     out.write("".join(f"\n- {note}" for note in prices) + ("\n" if prices else ""))

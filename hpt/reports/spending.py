@@ -1,7 +1,8 @@
 """What a cell's calls cost, by level: tokens by class summed per called model, priced by
 token class (``hpt.results.costs``) at batch rates for batched calls. Calls hpt's own
-response cache answered (or an identical call in flight) cost nothing: their list price is
-what the cache saved.
+response cache answered cost nothing: their list price is what the cache saved. A call an
+identical one in flight answered (``Call.shared``: threshold cells ask each call once) was
+paid for the cell as much as for its twin's: in each cell's cost, once in a total.
 
 A call counts where its record keeps it: an attempt's calls (its judge's and extractor's
 included) at the attempt's level, adaptive HPF's selector turns apart."""
@@ -27,20 +28,27 @@ class LevelCost(BaseModel):
 
     where: str  # "1".."m", or "selector"
     calls: int = 0
-    # Of ``calls``: answered without a model call (hpt's response cache), through a Batch API.
+    # Of ``calls``: answered without a model call (hpt's response cache, or an identical call
+    # in flight), through a Batch API.
     cached_calls: int = 0
     batched_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     # None: no call here reported provider cache reads.
     cache_read_tokens: int | None = None
+    # Of the calls sent (not answered by hpt's response cache): prompt tokens, cache reads.
+    sent_prompt_tokens: int = 0
+    sent_cache_read_tokens: int | None = None
+    # ``cost_usd`` includes the calls an identical one in flight answered (``shared_usd``).
     cost_usd: float | None = None
     saved_usd: float | None = None
+    shared_usd: float | None = None
 
     @property
     def cached_input_share(self) -> float | None:
-        read = self.cache_read_tokens
-        return None if read is None or not self.prompt_tokens else read / self.prompt_tokens
+        """The share of the input sent that the provider read from its prompt cache."""
+        read, sent = self.sent_cache_read_tokens, self.sent_prompt_tokens
+        return None if read is None or not sent else read / sent
 
 
 @dataclass
@@ -61,8 +69,8 @@ class _Use:
             total.cache_write_tokens = (total.cache_write_tokens or 0) + usage.cache_write_tokens
 
 
-# (called model's label, where, batched, answered without a call)
-_Key = tuple[str, Where, bool, bool]
+# (called model's label, where, batched, answered without a call, by one in flight)
+_Key = tuple[str, Where, bool, bool, bool]
 
 
 @dataclass
@@ -71,6 +79,8 @@ class CellCost:
 
     cost_usd: float | None
     saved_usd: float | None
+    # Of ``cost_usd``: the calls an identical call in flight answered (another cell's too).
+    shared_usd: float | None
     levels: list[LevelCost]
     # The prices used, and the models without one (with why and what to do), by label.
     prices: dict[str, ModelPrice]
@@ -97,7 +107,7 @@ class CellSpend:
                 self._add(selection.call, SELECTOR)
 
     def _add(self, call: Call, where: Where) -> None:
-        key = (call.model, where, call.batched, call.cached)
+        key = (call.model, where, call.batched, call.cached, call.shared)
         use = self.uses.get(key)
         if use is None:
             use = self.uses[key] = _Use()
@@ -116,30 +126,39 @@ class CellSpend:
                 unpriced[label] = found
         levels: dict[Where, LevelCost] = {}
         known = lookup is not None and not unpriced
-        for (label, where, batched, cached), use in self.uses.items():
+        for (label, where, batched, cached, shared), use in self.uses.items():
             level = levels.get(where)
             if level is None:
                 level = levels[where] = LevelCost(where=str(where))
-                level.cost_usd = level.saved_usd = 0.0 if known else None
+                level.cost_usd = level.saved_usd = level.shared_usd = 0.0 if known else None
             usage = use.usage
             level.calls += use.calls
             level.cached_calls += use.calls if cached else 0
             level.batched_calls += use.calls if batched else 0
             level.prompt_tokens += usage.prompt_tokens
             level.completion_tokens += usage.completion_tokens
-            if usage.cache_read_tokens is not None:
-                level.cache_read_tokens = (level.cache_read_tokens or 0) + usage.cache_read_tokens
+            read = usage.cache_read_tokens
+            if read is not None:
+                level.cache_read_tokens = (level.cache_read_tokens or 0) + read
+            saved = cached and not shared  # hpt's response cache answered it
+            if not saved:
+                level.sent_prompt_tokens += usage.prompt_tokens
+                if read is not None:
+                    level.sent_cache_read_tokens = (level.sent_cache_read_tokens or 0) + read
             if known:
                 cost = call_cost(usage, batched, prices[label])
-                if cached:
+                if saved:
                     level.saved_usd = (level.saved_usd or 0.0) + cost
                 else:
                     level.cost_usd = (level.cost_usd or 0.0) + cost
+                if shared:
+                    level.shared_usd = (level.shared_usd or 0.0) + cost
         order = sorted(levels, key=lambda w: (isinstance(w, str), w if isinstance(w, int) else 0))
         shown = [levels[w] for w in order]
         return CellCost(
             cost_usd=sum(lv.cost_usd or 0.0 for lv in shown) if known else None,
             saved_usd=sum(lv.saved_usd or 0.0 for lv in shown) if known else None,
+            shared_usd=sum(lv.shared_usd or 0.0 for lv in shown) if known else None,
             levels=shown,
             prices=prices,
             unpriced=unpriced,

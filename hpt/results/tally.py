@@ -86,7 +86,8 @@ class Summary(BaseModel):
     reasoning_tokens: int | None = Field(None, exclude_if=unset)
     # Of ``prompt_tokens``, those read from and written to the provider's prompt cache, where
     # the provider counted them; None: no call of the cell reported any. The cached share of
-    # input: ``cache_read_tokens / prompt_tokens``.
+    # input is theirs over the calls sent (not answered by hpt's response cache: a warm rerun
+    # sends nothing and has no share of its own).
     cache_read_tokens: int | None = Field(None, exclude_if=unset)
     cache_write_tokens: int | None = Field(None, exclude_if=unset)
     cached_input_share: float | None = Field(None, exclude_if=unset)
@@ -187,6 +188,10 @@ class Tally:
         self.reasoning_tokens: int | None = None
         self.cache_read_tokens: int | None = None
         self.cache_write_tokens: int | None = None
+        # Prompt tokens and provider cache reads of the calls sent (an identical call in
+        # flight shared counts: it was sent for this cell too), for the cached share.
+        self.sent_prompt_tokens = 0
+        self.sent_cache_read_tokens: int | None = None
         self.batched_calls = 0
         self.truncated: dict[int, int] = {}
         self.attempts = 0
@@ -264,6 +269,12 @@ class Tally:
                 self.cache_read_tokens = (self.cache_read_tokens or 0) + usage.cache_read_tokens
             if usage.cache_write_tokens is not None:
                 self.cache_write_tokens = (self.cache_write_tokens or 0) + usage.cache_write_tokens
+            if call.cached and not call.shared:
+                continue
+            self.sent_prompt_tokens += usage.prompt_tokens
+            if usage.cache_read_tokens is not None:
+                read = (self.sent_cache_read_tokens or 0) + usage.cache_read_tokens
+                self.sent_cache_read_tokens = read
         self.attempts += len(record.attempts)
         for attempt in record.attempts:
             if attempt.truncated is not None:
@@ -349,10 +360,10 @@ class Tally:
 
     @property
     def cached_input_share(self) -> float | None:
-        """The share of input tokens read from the provider's prompt cache; None: no call
-        reported cache reads."""
-        read = self.cache_read_tokens
-        return None if read is None or not self.prompt_tokens else read / self.prompt_tokens
+        """The share of the input tokens sent that the provider read from its prompt cache;
+        None: no call sent reported cache reads."""
+        read, sent = self.sent_cache_read_tokens, self.sent_prompt_tokens
+        return None if read is None or not sent else read / sent
 
     def text_score(self) -> tuple[str | None, float | None]:
         info = self.info

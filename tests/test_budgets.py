@@ -9,6 +9,7 @@ these options unchanged."""
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -393,3 +394,53 @@ async def test_a_batched_extractor_gathers_every_samples_call_into_one_batch(
     assert len(fake.ledger.batches) == 1
     assert sum(fake.ledger.submitted.values()) == 6
     assert fake.direct_calls == 0
+
+
+def test_in_batch_mode_the_suggested_budget_leaves_room_for_every_waiting_call(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    # Every sample's level 1 waits at once, each reserving its worst case: a budget of $1
+    # admits two or so, and twice it would admit hardly more on resume.
+    fake, base_url, prices = priced
+    out = tmp_path / "run"
+    batch = ("--batch", "--batch-wait", "0.1", "--batch-poll", "0.05")
+    first = run_hpt(*_args(base_url, data_dir, out, "--limit", "12", "--prices", str(prices),
+                           "--budget-usd", "1", *batch))  # fmt: skip
+    assert first.returncode == 3, first.stderr
+    said = re.search(r"a resume asks the (\d+) calls refused again together, at most \$([\d.]+);"
+                     r" the bound below leaves room for them", first.stderr)  # fmt: skip
+    assert said is not None, first.stderr
+    bound = re.search(
+        rf"hpt run --resume {re.escape(str(out))} --budget-usd ([\d.]+)", first.stderr
+    )
+    assert bound is not None
+    spent = _json(out / "spend.json")["spent_usd"]
+    refused = int(said.group(1))
+    kept = len(_keys(out))
+    assert refused == 12 - kept > 1
+    assert float(bound.group(1)) >= spent + float(said.group(2)) > 2
+    resumed = run_hpt("run", "--resume", str(out), "--budget-usd", bound.group(1), "--no-progress")
+    assert resumed.returncode in (0, 3), resumed.stderr
+    # Every refused climb's level 1 went out together this time.
+    assert len(fake.ledger.batches) > 0 and len(_keys(out)) > kept
+    assert _json(out / "spend.json")["spent_usd"] <= float(bound.group(1))
+
+
+def test_in_batch_mode_the_estimates_bound_leaves_room_for_every_waiting_call(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    _, base_url, prices = priced
+    out = tmp_path / "run"
+    batch = ("--batch", "--batch-wait", "0.1", "--batch-poll", "0.05")
+    result = run_hpt(*_args(base_url, data_dir, out, "--limit", "12", "--estimate", "5",
+                            "--prices", str(prices), *batch))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "in batch mode every waiting call reserves its worst case at once" in result.stdout
+    high = re.search(r"\$[\d.]+-\$([\d.]+)", result.stdout)
+    bound = re.search(r"--budget-usd ([\d.]+)\)", result.stdout)
+    assert high is not None and bound is not None, result.stdout
+    assert float(bound.group(1)) > float(high.group(1))
+    # That bound lets the whole run finish in batch mode.
+    resumed = run_hpt("run", "--resume", str(out), "--budget-usd", bound.group(1), "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(_keys(out)) == 12

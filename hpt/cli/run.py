@@ -567,9 +567,17 @@ def print_estimate(console: Console, err: Console, estimate: Estimate, spec: Run
              "the response cache and cost nothing here; a warm cache makes the estimate low "
              "(--no-cache, or a new --epoch, for a cold one)")  # fmt: skip
     assert spec.out is not None
-    ceiling = spec.resume_command(spec.out, f"--budget-usd {_round_up(estimate.high_usd):g}")
-    _say(console, f"continue with: {spec.resume_command(spec.out)}  (or, to stop at the "
-         f"interval's upper end: {ceiling})")  # fmt: skip
+    bound, where = estimate.high_usd, "the interval's upper end"
+    if spec.batch and estimate.level_worst_usd:
+        # Every climb waits at once: a budget of the upper end alone would stop the run.
+        bound += estimate.level_worst_usd
+        where = "the interval's upper end and room for batch mode's reservations"
+        _say(console, "in batch mode every waiting call reserves its worst case at once: one "
+             f"level's calls of every sample left may reserve {usd_text(estimate.level_worst_usd)} "
+             "together")  # fmt: skip
+    ceiling = spec.resume_command(spec.out, f"--budget-usd {_round_up(bound):g}")
+    _say(console, f"continue with: {spec.resume_command(spec.out)}  (or, to stop at {where}: "
+         f"{ceiling})")  # fmt: skip
 
 
 def _costs(c: CellEstimate | Estimate) -> list[str]:
@@ -592,12 +600,27 @@ def print_budget_stop(err: Console, result: RunResult, spec: RunSpec) -> None:
         bound = f"--budget-usd {spec.budget_usd:g}"
     _say(err, f"hpt: the run stopped at its budget ({bound}): "
          f"{spend_text(spend, result.prices or {})}")  # fmt: skip
+    # In batch mode every climb waits at once: a resume asks the refused calls again
+    # together, each reserving its worst case, so the bound must make room for all of them.
+    batched = spec.batch and result.refused_calls > 1
+    worst = ""
     if result.stopped_by == "--max-calls":
         assert spec.max_calls is not None
-        higher = f"--max-calls {spec.max_calls * 2}"
+        calls = spec.max_calls * 2
+        if batched:
+            calls = max(calls, spend.calls + result.refused_calls)
+        higher = f"--max-calls {calls}"
     else:
         assert spec.budget_usd is not None
-        higher = f"--budget-usd {_round_up(spec.budget_usd * 2):g}"
+        usd = spec.budget_usd * 2
+        if batched:
+            usd = max(usd, spend.spent_usd + result.refused_usd)
+        higher = f"--budget-usd {_round_up(usd):g}"
+        worst = f", at most {usd_text(result.refused_usd)}"
+    if batched:
+        _say(err, "hpt: in batch mode every waiting call reserves its worst case at once: a "
+             f"resume asks the {result.refused_calls} calls refused again together{worst}; "
+             "the bound below leaves room for them")  # fmt: skip
     resume = spec.resume_command(spec.out, higher)
     _say(err, f"hpt: finished samples are kept in {spec.out}; continue with a higher "
          f"budget: {resume}")  # fmt: skip

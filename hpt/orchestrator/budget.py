@@ -178,8 +178,12 @@ class Budget:
         self._counted = set(self.spend.batches)
         self.reserved_usd = 0.0
         self.in_flight = 0
-        # The flag whose bound refused a call (the run then stops taking new work).
+        # The flag whose bound refused a call (the run then stops taking new work), and the
+        # calls refused with their worst cases summed: in batch mode every climb waits at
+        # once, and a resume asks them all again together (the cache answers what led there).
         self.refused: str | None = None
+        self.refused_calls = 0
+        self.refused_usd = 0.0
         # Bumped by every call settled: which state of the ledger a write holds.
         self.version = 0
         # The ledger could not be written: no further call may be sent.
@@ -202,13 +206,20 @@ class Budget:
         return _Ticket(backend, worst, price)
 
     def _check(self, backend: str, worst: float) -> None:
-        if self.calls is not None and self.spend.calls + self.in_flight + 1 > self.calls:
+        over_calls = self.calls is not None and self.spend.calls + self.in_flight + 1 > self.calls
+        over_usd = (
+            self.usd is not None and self.spend.spent_usd + self.reserved_usd + worst > self.usd
+        )
+        if over_calls or over_usd:
+            self.refused_calls += 1
+            self.refused_usd += worst
+        if over_calls:
             self.refused = "--max-calls"
             raise BudgetSpent(
                 f"--max-calls {self.calls}: {self.spend.calls} calls made and "
                 f"{self.in_flight} in flight"
             )
-        if self.usd is not None and self.spend.spent_usd + self.reserved_usd + worst > self.usd:
+        if over_usd:
             self.refused = "--budget-usd"
             raise BudgetSpent(
                 f"--budget-usd {self.usd:g}: ${self.spend.spent_usd:.4f} spent, "

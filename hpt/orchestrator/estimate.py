@@ -14,8 +14,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from hpt.results.costs import ModelPrice, call_cost
-from hpt.results.records import SampleRecord
+from hpt.backends.gate import prompt_token_bound
+from hpt.results.costs import ModelPrice, call_cost, worst_cost
+from hpt.results.records import Call, SampleRecord
 
 # Bootstrap replicates, and the share of them the interval holds.
 REPLICATES = 4000
@@ -33,11 +34,21 @@ class SampleCost:
     usd: float
     calls: int
     cached_calls: int
+    # Its costliest level's calls at their worst (prompt bound and token limit, as a
+    # budget reserves them): in batch mode every climb's level waits at once.
+    level_worst_usd: float = 0.0
 
 
-def sample_cost(record: SampleRecord, prices: Mapping[str, ModelPrice | None]) -> SampleCost:
+# Where a call's parameters as sent name its token limit.
+TOKEN_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "max_new_tokens")
+
+
+def sample_cost(
+    record: SampleRecord, prices: Mapping[str, ModelPrice | None], max_tokens: int
+) -> SampleCost:
     """What ``record``'s calls cost at ``prices`` (by backend label; an unpriced label's calls
-    count as calls at no cost)."""
+    count as calls at no cost). ``max_tokens``: the token limit of a call whose recorded
+    parameters do not name its own."""
     usd, calls, cached = 0.0, 0, 0
     for call in record.all_calls():
         if call.cached:
@@ -47,7 +58,20 @@ def sample_cost(record: SampleRecord, prices: Mapping[str, ModelPrice | None]) -
         price = prices.get(call.model)
         if price is not None:
             usd += call_cost(call.usage, call.batched, price)
-    return SampleCost(usd, calls, cached)
+
+    def worst(group: list[Call]) -> float:
+        return sum(_worst(c, prices.get(c.model), max_tokens) for c in group)
+
+    levels = [a.calls for a in record.attempts] + [[s.call] for s in record.selections if s.call]
+    return SampleCost(usd, calls, cached, max((worst(g) for g in levels), default=0.0))
+
+
+def _worst(call: Call, price: ModelPrice | None, max_tokens: int) -> float:
+    if price is None:
+        return 0.0
+    sent = call.params or {}
+    limit = next((v for k in TOKEN_LIMITS if isinstance(v := sent.get(k), int)), max_tokens)
+    return worst_cost(price, prompt_token_bound(call.messages), limit, call.batched)
 
 
 class CellEstimate(BaseModel):
@@ -79,6 +103,9 @@ class Estimate(BaseModel):
     calls: int
     cached_calls: int
     projected_calls: float
+    # One level's calls of every climb left, at their worst as the climbs run show it: what
+    # batch mode reserves at once (every climb waits together), which a budget must allow.
+    level_worst_usd: float = 0.0
     level: float = LEVEL
 
 
@@ -101,11 +128,13 @@ def project(cells: Iterable[CellCosts], *, seed: int = 0) -> Estimate:
     rng = np.random.default_rng(seed)
     totals = np.zeros(REPLICATES)
     estimates: list[CellEstimate] = []
+    level_worst = 0.0
     for cell in cells:
         usd = np.array([c.usd for c in cell.costs], dtype=float)
         spent, run = float(usd.sum()), len(usd)
         remaining = max(cell.planned - run, 0)
         calls = sum(c.calls for c in cell.costs)
+        level_worst += remaining * max((c.level_worst_usd for c in cell.costs), default=0.0)
         replicates = _replicates(usd, remaining, rng)
         totals += replicates
         low, high = _interval(replicates)
@@ -135,6 +164,7 @@ def project(cells: Iterable[CellCosts], *, seed: int = 0) -> Estimate:
         calls=sum(c.calls for c in estimates),
         cached_calls=sum(c.cached_calls for c in estimates),
         projected_calls=sum(c.projected_calls for c in estimates),
+        level_worst_usd=level_worst,
     )
 
 

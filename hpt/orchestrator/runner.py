@@ -66,6 +66,10 @@ class RunResult:
     # The bound that stopped the run before every sample was recorded ("--budget-usd" or
     # "--max-calls"): it refused a call; None: none did.
     stopped_by: str | None = None
+    # The calls the bound refused, and their worst cases together: what a resume asks again
+    # at once in batch mode (the response cache answers the calls that led to them).
+    refused_calls: int = 0
+    refused_usd: float = 0.0
     # What the run has spent in all (spend.json), where it has a budget.
     spend: Spend | None = None
     # The prices the run used, by backend label (run.json's ``prices``); None: it priced
@@ -334,6 +338,8 @@ async def _run_locked(
         complete,
         generation=saved.generation,
         stopped_by=budget.refused if budget is not None and budget_spent else None,
+        refused_calls=0 if budget is None else budget.refused_calls,
+        refused_usd=0.0 if budget is None else budget.refused_usd,
         spend=None if budget is None else budget.spend,
         prices=prices,
         estimate=projected,
@@ -364,8 +370,10 @@ def _estimate(
 ) -> Estimate:
     """The whole run's cost projected from the samples recorded (``--estimate``)."""
     costs: dict[Any, list[Any]] = {p.cell: [] for p in plans}
+    limits = {p.cell: p.params.max_tokens for p in plans}
     for record in read_records(out, None):
-        costs.setdefault(record.cell, []).append(sample_cost(record, prices))
+        limit = limits.get(record.cell, spec.params.max_tokens)
+        costs.setdefault(record.cell, []).append(sample_cost(record, prices, limit))
     return project(
         CellCosts(p.cell.title, len(p.samples) * spec.samples_per_task, costs[p.cell])
         for p in plans

@@ -135,16 +135,43 @@ def test_user_file_overrides_the_map_by_label_or_model_id(tmp_path: Path, cost_m
     )
     book = PriceBook.load(prices, cost_map=cost_map)
     gpt = book.price("openai:gpt-4o", "openai", "gpt-4o")
-    assert gpt == ModelPrice(input=1.0, output=2.0, cache_read=0.5,
-                             source="prices.toml; cache writes billed as input")  # fmt: skip
-    # Batch rates not given: half of each standard rate, the cache write billed as input.
-    assert gpt.rates(batched=True) == (0.5, 0.25, 0.5, 1.0)
+    assert gpt == ModelPrice(input=1.0, output=2.0, cache_read=0.5, batch_cache_read=0.5,
+                             source="prices.toml; cache writes billed as input; no cache "
+                             "discount in batch before GPT-5")  # fmt: skip
+    # Batch rates not given: half of each standard rate, the cache write billed as input, and
+    # (OpenAI before GPT-5, as the map's entries) cache reads at the batch input rate.
+    assert gpt.rates(batched=True) == (0.5, 0.5, 0.5, 1.0)
     sonnet = book.price("anthropic:claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5")
     assert sonnet is not None and sonnet.source == "prices.toml"
     assert sonnet.rates(batched=True) == (1.0, 0.1, 2.0, 3.0)
     # A model the file leaves out still comes from the map.
     gpt5 = book.price("openai:gpt-5", "openai", "gpt-5")
     assert gpt5 is not None and "cost map" in gpt5.source
+
+
+def test_user_file_batch_cache_reads_follow_openais_rule(tmp_path: Path, cost_map: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text(
+        '["gpt-4o-mini"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.5\nbatch_input = 0.4\n'
+        '["gpt-4.1"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.5\nbatch_cache_read = 0.2\n'
+        '["gpt-5-mini"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.5\n'
+        '["my-llama"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.5\n'
+    )
+    book = PriceBook.load(prices, cost_map=cost_map)
+    usage = Usage(prompt_tokens=1000, cache_read_tokens=1000)
+    # Before GPT-5: batched cache reads at the file's batch input rate.
+    mini = book.price("openai:gpt-4o-mini", "openai", "gpt-4o-mini")
+    assert mini is not None and mini.rates(batched=True)[:2] == (0.4, 0.4)
+    assert call_cost(usage, True, mini) == pytest.approx(0.0004)
+    # A batch cache-read rate the file gives stands.
+    gpt41 = book.price("openai:gpt-4.1", "openai", "gpt-4.1")
+    assert gpt41 is not None and gpt41.rates(batched=True)[1] == 0.2
+    # GPT-5 and later: the discounts stack (half the cache-read rate).
+    gpt5 = book.price("openai:gpt-5-mini", "openai", "gpt-5-mini")
+    assert gpt5 is not None and gpt5.rates(batched=True)[1] == 0.25
+    # Not OpenAI's rule where OpenAI is not the provider.
+    llama = book.price("local:my-llama", "vllm", "my-llama")
+    assert llama is not None and llama.rates(batched=True)[1] == 0.25
 
 
 def test_user_file_over_recorded_over_map(tmp_path: Path, cost_map: Path) -> None:

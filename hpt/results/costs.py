@@ -244,6 +244,8 @@ class PriceBook:
         ``recorded``: prices a run saved (run.json), used after the user's file."""
         given = self.user.get(label) or (self.user.get(model) if model else None)
         if given is not None:
+            if provider == "openai" and not served_elsewhere(provider, endpoint):
+                return _openai_batch_reads(given, model)
             return given
         if recorded and label in recorded:
             return recorded[label]
@@ -322,6 +324,17 @@ class PriceBook:
             batch_cache_read=batch_read if read is not None else None,
             batch_cache_write=batch_write, source="; ".join(notes) + as_input(read, write),
         )  # fmt: skip
+
+
+def _openai_batch_reads(price: ModelPrice, model: str) -> ModelPrice:
+    """A user's price of an OpenAI model before GPT-5 with a cache-read rate and no batch
+    one: batched cache reads at the batch input rate, as the cost map's entries (OpenAI
+    gives those models no prompt-cache discount in Batch)."""
+    if price.cache_read is None or price.batch_cache_read is not None or _gpt5_or_later(model):
+        return price
+    fresh = price.rates(batched=True)[0]
+    source = f"{price.source}; no cache discount in batch before GPT-5"
+    return price.model_copy(update={"batch_cache_read": fresh, "source": source})
 
 
 def _gpt5_or_later(model: str) -> bool:

@@ -9,7 +9,10 @@ these options unchanged."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -444,3 +447,47 @@ def test_in_batch_mode_the_estimates_bound_leaves_room_for_every_waiting_call(
     resumed = run_hpt("run", "--resume", str(out), "--budget-usd", bound.group(1), "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
     assert len(_keys(out)) == 12
+
+
+KILL_AFTER_LANDING = """
+import asyncio, os, sys
+from hpt.backends import batching
+from hpt.cli.main import main
+landing = batching.BatchCollector._land
+async def _land(self, *args):
+    await landing(self, *args)  # the journal says collected; the periodic ledger write is 1 s off
+    await asyncio.sleep(0.05)  # the climbs take their answers
+    os._exit(9)
+batching.BatchCollector._land = _land
+sys.argv = ["hpt", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_a_kill_right_after_a_batch_lands_neither_loses_nor_repeats_its_cost(
+    priced: tuple[FakeOpenAI, str, Path], data_dir: Path, tmp_path: Path
+) -> None:
+    fake, base_url, prices = priced
+    out = tmp_path / "run"
+    killer = tmp_path / "killer.py"
+    killer.write_text(KILL_AFTER_LANDING)
+    args = _args(base_url, data_dir, out, "--limit", "6", "--prices", str(prices),
+                 "--budget-usd", "1000", "--batch", "--batch-wait", "0.1", "--batch-poll", "0.05")  # fmt: skip
+    env = {**os.environ, "OPENAI_API_KEY": "test-key"}
+    env.pop("OPENAI_BASE_URL", None)
+    killed = subprocess.run([sys.executable, str(killer), *args], capture_output=True, text=True,
+                            env=env, timeout=120)  # fmt: skip
+    assert killed.returncode == 9, killed.stderr
+    # The landing's spend was written before the journal said collected.
+    landed = _json(out / "spend.json")
+    assert landed["calls"] == sum(fake.ledger.submitted.values()) > 0
+    assert len(landed["batches"]) == 1
+    resumed = run_hpt("run", "--resume", str(out), "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    calls = [c for r in read_records(out, None) for c in r.all_calls() if not c.cached]
+    tokens = sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in calls)
+    spend = _json(out / "spend.json")
+    # Every request sent once, billed once: the ledger is the records' cost at batch prices.
+    assert max(fake.ledger.submitted.values()) == 1
+    assert sum(fake.ledger.submitted.values()) == spend["calls"] == len(calls)
+    assert spend["spent_usd"] == pytest.approx(tokens * PRICE / 2 / 1e6)

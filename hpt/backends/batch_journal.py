@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -161,6 +162,10 @@ class BatchJournal:
         # every change, and a long run's journal holds many batches of many keys.
         self._blobs = {b.local_id: b.model_dump_json().encode() for b in batches}
         self._lock = asyncio.Lock()
+        # Held by the thread writing the file: a save cancelled while its thread writes
+        # leaves that thread running, and the next save's thread waits for it (both use the
+        # same temporary file).
+        self._writing = threading.Lock()
         self._version = 0  # changes made
         self._written = 0  # changes on disk
         self._claimed: set[str] = set()
@@ -184,7 +189,13 @@ class BatchJournal:
                 return  # a later write already carried this change
             version = self._version
             data = b'{"batches": [\n' + b",\n".join(self._blobs.values()) + b"\n]}\n"
-            await asyncio.to_thread(_write_whole, self.path, data, "the batch journal")
+            await asyncio.to_thread(self._write, data, version)
+
+    def _write(self, data: bytes, version: int) -> None:
+        with self._writing:
+            if version <= self._written:
+                return  # a newer state is on disk already: never written over
+            _write_whole(self.path, data, "the batch journal")
             self._written = version
 
     def results_path(self, local_id: str) -> Path:

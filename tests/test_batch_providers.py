@@ -13,10 +13,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from hpt.backends import GenerationParams, ManagedBackend, Message
 from hpt.backends.batch_api import BatchAPI, BatchStatus, RequestFailed
-from hpt.backends.errors import FatalBackendError, TransientError
+from hpt.backends.batching import SubmitUnsure, never_sent
+from hpt.backends.errors import BackendError, FatalBackendError, TransientError
 from hpt.types import Completion
 from tests.backend_helpers import backend, serving
 from tests.servers.anthropic_api import FakeAnthropic
@@ -257,6 +259,8 @@ async def test_a_message_batch_answers_as_direct_calls_with_their_cache_marks() 
     prompts = {f"id{i}": [Message(role="user", content=f"{head}Q{i}?", shared_prefix=len(head))]
                for i in range(3)}  # fmt: skip
     async with anthropic_batches(fake) as (b, api):
+        # A shared part is marked from its second sending on.
+        await b.complete(prompts["id0"], PARAMS, cache_seed="first")
         direct = await b.complete(prompts["id0"], PARAMS, cache_seed="d")
         requests = [api.request(k, m, PARAMS) for k, m in prompts.items()]
         # The direct call's body, prompt-cache marks included.
@@ -360,3 +364,115 @@ async def test_an_anthropic_endpoint_without_message_batches_says_so() -> None:
             api = b.transport.batch_api()  # type: ignore[attr-defined]
             with pytest.raises(FatalBackendError, match=r"has no Batch API .*run without --batch"):
                 await api.submit([api.request("a", ask("a"), PARAMS)], "local")
+
+
+# -- what a failure means for the batch ----------------------------------------------------
+
+
+async def test_a_create_that_may_have_made_the_batch_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 5xx or a connection dropped after sending: the batch may exist (hpt looks for it
+    before submitting again); overloaded, rate-limited, refused: nothing was made."""
+    fake = FakeOpenAI(echo, batch_timing=FAST)
+    async with openai_batches(fake, monkeypatch) as (_, api):
+        line = api.request("a", ask("a"), PARAMS)
+        fake.batch_faults.create.extend([502, "drop", 500, 503, 429])
+        kinds = []
+        for _ in range(5):
+            with pytest.raises(TransientError) as failed:
+                await api.submit([line], "local")
+            kinds.append(type(failed.value))
+    assert kinds == [SubmitUnsure] * 3 + [TransientError] * 2
+
+
+async def test_a_message_batch_create_that_may_have_made_it_says_so() -> None:
+    fake = claude()
+    srv = ServerThread(fake.app()).start()
+    async with backend(provider="anthropic", model=CLAUDE, endpoints=[srv.root_url]) as b:
+        api = b.transport.batch_api()  # type: ignore[attr-defined]
+        line = api.request("a", ask("a"), PARAMS)
+        fake.batch_faults.create.extend([500, "drop", 529, 429])
+        kinds = []
+        for _ in range(4):
+            with pytest.raises(TransientError) as failed:
+                await api.submit([line], "local")
+            kinds.append(type(failed.value))
+        srv.stop()  # refused: nothing can have been made
+        # (The first try may go out on a kept-alive connection the server closed: unsure.)
+        for _ in range(2):
+            with pytest.raises(TransientError) as refused:
+                await api.submit([line], "local")
+    assert kinds == [SubmitUnsure, SubmitUnsure, TransientError, TransientError]
+    assert type(refused.value) is TransientError and never_sent(refused.value.__cause__)
+
+
+async def test_an_openai_batch_the_provider_no_longer_has_is_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeOpenAI(echo, batch_timing=FAST)
+    async with openai_batches(fake, monkeypatch) as (_, api):
+        batch_id = await api.submit([api.request("a", ask("a"), PARAMS)], "local")
+        await ended(api, batch_id)
+        output = fake._batches[batch_id].output_file_id
+        assert output is not None
+        del fake._files[output]  # output files are deleted 30 days after completion
+        with pytest.raises(BackendError) as failed:
+            await api.results(batch_id)
+        del fake._batches[batch_id]
+        with pytest.raises(BackendError) as failed_too:
+            await api.status(batch_id)
+    for error in (failed.value, failed_too.value):
+        assert not isinstance(error, FatalBackendError)
+        assert str(error).startswith(f"batch {batch_id} is gone at openai (HTTP 404: ")
+
+
+async def test_a_message_batch_the_provider_no_longer_has_is_gone() -> None:
+    fake = claude()
+    async with anthropic_batches(fake) as (b, api):
+        batch_id = await api.submit([api.request("a", ask("a"), PARAMS)], "local")
+        await ended(api, batch_id)
+        await b.transport.client.messages.batches.delete(batch_id)  # type: ignore[attr-defined]
+        errors = []
+        for call in (api.status, api.results):
+            with pytest.raises(BackendError) as failed:
+                await call(batch_id)
+            errors.append(failed.value)
+    for error in errors:
+        assert not isinstance(error, FatalBackendError)
+        assert str(error).startswith(f"batch {batch_id} is gone at anthropic (HTTP 404: ")
+
+
+async def test_message_batch_results_cut_off_midway_are_asked_again() -> None:
+    fake = claude()
+    cut = [True]
+
+    @web.middleware
+    async def cut_off(request: web.Request, handler: Any) -> web.StreamResponse:
+        answer = await handler(request)
+        if not (cut[0] and request.path.endswith("/results") and answer.status == 200):
+            return answer
+        cut[0] = False
+        body = answer.body
+        assert isinstance(body, bytes)
+        stream = web.StreamResponse(headers={"Content-Type": "application/binary",
+                                             "Content-Length": str(len(body))})  # fmt: skip
+        await stream.prepare(request)
+        await stream.write(body[: len(body) // 2])
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.abort()  # the connection drops halfway through the results
+        return stream
+
+    app = fake.app()
+    app.middlewares.append(cut_off)
+    with serving(app) as srv:
+        async with backend(provider="anthropic", model=CLAUDE, endpoints=[srv.root_url]) as b:
+            api = b.transport.batch_api()  # type: ignore[attr-defined]
+            batch_id = await api.submit([api.request(f"r{i}", ask("x" * 2000 + str(i)), PARAMS)
+                                         for i in range(40)], "local")  # fmt: skip
+            await ended(api, batch_id)
+            with pytest.raises(TransientError, match=f"the results of message batch {batch_id}"):
+                await api.results(batch_id)
+            results = await api.results(batch_id)  # the next poll's try
+    assert len(results) == 40 and all(isinstance(r, Completion) for r in results.values())

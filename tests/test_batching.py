@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from rich.console import Console
 
 from hpt.backends import (
@@ -28,12 +29,14 @@ from hpt.backends import (
     ManagedBackend,
     ResponseCache,
     RetryPolicy,
+    batch_journal,
+    batching,
     model_config_from,
     open_backend,
 )
 from hpt.backends.batch_api import BatchStatus, RequestFailed
 from hpt.backends.batch_journal import JOURNAL, RESULTS
-from hpt.backends.batching import BatchCollector
+from hpt.backends.batching import BatchCollector, SubmitUnsure, gone
 from hpt.backends.errors import BackendError, BudgetSpent, FatalBackendError, TransientError
 from hpt.backends.limits import BackendLimits
 from hpt.cli.progress import RichProgress, batches_line
@@ -41,6 +44,7 @@ from hpt.errors import StorageError
 from hpt.orchestrator import RunSpec
 from hpt.types import Completion, GenerationParams, Message, Usage
 from tests.backend_helpers import serving
+from tests.servers.anthropic_api import FakeAnthropic
 from tests.servers.openai_compat import FakeOpenAI
 
 RETRY = RetryPolicy(max_attempts=3, initial_wait_s=0.001, max_wait_s=0.01, max_total_s=5)
@@ -77,12 +81,16 @@ class ScriptedBatches:
     keeps_metadata: bool = True  # find() works (OpenAI); False: it cannot (Anthropic)
     hold: bool = False  # new batches stay in progress until released
     submit_errors: list[Exception] = field(default_factory=list)  # raised by the next submits
+    find_errors: list[Exception] = field(default_factory=list)  # raised by the next finds
     hang_submits: bool = False  # a submission makes the batch, then never returns
+    submit_delay_s: float = 0.0  # a submission makes the batch, then answers this late
+    gone: set[str] = field(default_factory=set)  # batch ids the provider no longer has
     journal: Path | None = None  # read at each submission: what the run had written by then
     batches: dict[str, FakeBatch] = field(default_factory=dict)
     seen_journal: list[dict[str, Any]] = field(default_factory=list)
     sent: Counter[str] = field(default_factory=Counter)  # prompts submitted, by content
     status_calls: int = 0
+    finds: int = 0
 
     def request(
         self, custom_id: str, messages: list[Message], params: GenerationParams
@@ -102,6 +110,7 @@ class ScriptedBatches:
         self.sent.update(r["body"]["content"] for r in requests)
         if self.hang_submits:
             await asyncio.Event().wait()
+        await asyncio.sleep(self.submit_delay_s)
         return batch_id
 
     @property
@@ -109,12 +118,17 @@ class ScriptedBatches:
         return self.keeps_metadata
 
     async def find(self, local_id: str) -> str | None:
+        self.finds += 1
+        if self.find_errors:
+            raise self.find_errors.pop(0)
         if not self.keeps_metadata:
             return None
         return next((i for i, b in self.batches.items() if b.local_id == local_id), None)
 
     async def status(self, batch_id: str) -> BatchStatus:
         self.status_calls += 1
+        if batch_id in self.gone:
+            raise gone(batch_id, self.provider, "no such batch")
         batch = self.batches[batch_id]
         if batch.failed is not None:
             return BatchStatus("failed", "failed", error=batch.failed)
@@ -145,11 +159,19 @@ class ScriptedBatches:
 
 @dataclass
 class RecordingGate:
-    """A budget of ``allowed`` admissions (``must`` ones always pass)."""
+    """A budget of ``allowed`` admissions (``must`` ones always pass). ``counted``: the
+    batches whose landing it holds (saved by ``landed``, or by an earlier process);
+    ``landings``: each ``landed`` call, with how many calls were settled by then and the
+    batch's state in the journal (``journal``, read then)."""
 
     allowed: int = 1000
+    journal: Path | None = None
+    landed_delay_s: float = 0.0
     admitted: list[dict[str, Any]] = field(default_factory=list)
     settled: list[tuple[int, Completion | None]] = field(default_factory=list)
+    counted_batches: set[str] = field(default_factory=set)
+    landings: list[tuple[str, int, str | None]] = field(default_factory=list)
+    landing: asyncio.Event = field(default_factory=asyncio.Event)  # landed() was called
 
     def admit(
         self, backend: str, prompt_bound: int, max_tokens: int, *, batched: bool, must: bool = False
@@ -162,7 +184,21 @@ class RecordingGate:
 
     def settle(self, ticket: object, completion: Completion | None) -> None:
         assert isinstance(ticket, int)
+        assert ticket not in [t for t, _ in self.settled], "settled twice"
         self.settled.append((ticket, completion))
+
+    def counted(self, batch: str) -> bool:
+        return batch in self.counted_batches
+
+    async def landed(self, batch: str) -> None:
+        state = None
+        if self.journal is not None:
+            state = next((b["state"] for b in journal(self.journal.parent)
+                          if b["local_id"] == batch), None)  # fmt: skip
+        self.landings.append((batch, len(self.settled), state))
+        self.landing.set()
+        await asyncio.sleep(self.landed_delay_s)
+        self.counted_batches.add(batch)
 
 
 def msgs(content: str) -> list[Message]:
@@ -337,23 +373,80 @@ async def test_submission_errors_are_retried_and_fatal_ones_stop(
     failed = journal(run.collector._options.directory)[-2]
     assert (failed["state"], failed["id"]) == ("failed", None)
     assert failed["error"] == "could not submit it: 503"
+    assert api.finds == 0  # refusals made no batch: nothing to look for
 
 
-async def test_a_submission_that_timed_out_but_made_the_batch_is_followed(
-    api: ScriptedBatches, tmp_path: Path
+def made_then_lost(api: ScriptedBatches, times: int = 1) -> None:
+    """The next ``times`` submissions make their batch, and their answer is lost."""
+    real_submit = api.submit
+    lost = [times]
+
+    async def submit(requests: list[dict[str, Any]], local_id: str) -> str:
+        batch_id = await real_submit(requests, local_id)
+        if lost[0] > 0:
+            lost[0] -= 1
+            raise SubmitUnsure("HTTP 502: bad gateway")  # a proxy's, after the batch was made
+        return batch_id
+
+    api.submit = submit  # type: ignore[method-assign]
+
+
+async def test_a_submission_whose_answer_was_lost_is_found_not_made_again(
+    api: ScriptedBatches, run: Run, tmp_path: Path
 ) -> None:
+    made_then_lost(api)
+    assert (await run.ask("a")).text == "re: a"
+    assert len(api.batches) == 1 and api.sent["a"] == 1 and api.finds == 1
+    [entry] = journal(tmp_path)
+    assert (entry["id"], entry["state"]) == ("fb-1", "collected")
+    # Unsure, but not made after all (the request never reached it): found nowhere, sent again.
+    api.submit_errors = [SubmitUnsure("timed out")]
+    assert (await run.ask("b")).text == "re: b"
+    assert api.submitted() == [["a"], ["b"]] and api.finds == 2
+
+
+async def test_a_lost_submission_the_provider_cannot_find_stops_the_run(
+    api: ScriptedBatches, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.keeps_metadata = False
+    made_then_lost(api)
     run = Run(api, tmp_path)
     await run.collector.start()
-    real_submit = api.submit
+    with pytest.raises(FatalBackendError) as failed:
+        await run.ask("a")
+    [entry] = journal(tmp_path)
+    assert str(failed.value) == (
+        f"batch {entry['local_id']}, of 1 request(s), may have been created at scripted, but its "
+        "answer was lost (HTTP 502: bad gateway) and scripted cannot find a batch by hpt's id; "
+        "look in scripted's console (its list of batches) for one created at about "
+        f"{entry['created'][:10]} {entry['created'][11:16]} UTC and cancel it: --resume asks "
+        "these requests again, and any that batch answers are paid twice"
+    )
+    assert len(api.batches) == 1 and api.finds == 0  # never made twice
+    assert entry["state"] == "submitting"  # for the next process, which warns again
+    await run.collector.aclose()
+    again = Run(api, tmp_path)
+    await again.collector.start()
+    assert "cannot find a batch by hpt's id; its 1 request(s) are asked again" in caplog.text
+    await again.collector.aclose()
 
-    async def made_then_lost(requests: list[dict[str, Any]], local_id: str) -> str:
-        await real_submit(requests, local_id)
-        raise TransientError("read timeout")  # the batch exists; its id never came back
 
-    api.submit = made_then_lost  # type: ignore[method-assign]
-    assert (await run.ask("a")).text == "re: a"
-    assert len(api.batches) == 3 and api.sent["a"] == 3  # three tries made three batches
-    assert journal(tmp_path)[0]["id"] in api.batches  # find() named one; it answered
+async def test_a_lost_submission_that_cannot_be_looked_for_stops_the_run(
+    api: ScriptedBatches, tmp_path: Path
+) -> None:
+    api.submit_errors = [SubmitUnsure("timed out")] * RETRY.max_attempts
+    api.find_errors = [TransientError("503")] * (2 * RETRY.max_attempts)
+    run = Run(api, tmp_path)
+    await run.collector.start()
+    with pytest.raises(
+        FatalBackendError,
+        match=r"cannot tell whether batch \S+ was created: "
+        r"submitting it failed \(timed out\), and so did looking for it \(503\); "
+        "resume the run when the provider answers",
+    ):
+        await run.ask("a")
+    assert [b["state"] for b in journal(tmp_path)] == ["submitting"]
+    assert api.batches == {}
     await run.collector.aclose()
 
 
@@ -418,15 +511,18 @@ async def test_a_restart_follows_the_batches_out_and_never_resubmits(
 
 
 async def test_a_batch_submitted_before_its_id_was_saved_is_found(
-    api: ScriptedBatches, tmp_path: Path
+    api: ScriptedBatches, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    api.hang_submits = True  # killed between the provider's answer and the journal's write
+    monkeypatch.setattr(batching, "CLOSE_WAIT_S", 0.2)
+    api.hang_submits = True  # the provider's answer never comes before the process ends
     first = Run(api, tmp_path)
     await first.collector.start()
     ask = asyncio.create_task(first.ask("a"))
     await settle_down()
     ask.cancel()
+    started = time.monotonic()
     await first.collector.aclose()
+    assert 0.2 <= time.monotonic() - started < 1  # it waited for the answer, not forever
     assert [(b["state"], b["id"]) for b in journal(tmp_path)] == [("submitting", None)]
 
     api.hang_submits = False
@@ -439,8 +535,10 @@ async def test_a_batch_submitted_before_its_id_was_saved_is_found(
 
 
 async def test_without_metadata_a_lost_submission_is_asked_again(
-    api: ScriptedBatches, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+    api: ScriptedBatches, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(batching, "CLOSE_WAIT_S", 0.05)
     api.hang_submits, api.keeps_metadata = True, False
     first = Run(api, tmp_path)
     await first.collector.start()
@@ -457,6 +555,97 @@ async def test_without_metadata_a_lost_submission_is_asked_again(
     assert "cannot find a batch by hpt's id; its 1 request(s) are asked again" in caplog.text
     assert (await second.ask("a")).text == "re: a"
     assert api.sent["a"] == 2  # the price of a provider that keeps no metadata
+    await second.collector.aclose()
+
+
+async def test_the_end_lets_a_submission_under_way_save_its_batchs_id(
+    api: ScriptedBatches, tmp_path: Path
+) -> None:
+    api.submit_delay_s = 0.3  # the provider made the batch; its answer is on its way
+    run = Run(api, tmp_path)
+    await run.collector.start()
+    ask = asyncio.create_task(run.ask("a"))
+    await settle_down()
+    assert len(api.batches) == 1
+    ask.cancel()  # Ctrl-C
+    await run.collector.aclose()
+    assert [(b["state"], b["id"]) for b in journal(tmp_path)] == [("submitted", "fb-1")]
+    assert api.status_calls == 0  # nothing polled after the end
+
+
+async def test_the_end_lets_a_landing_under_way_be_saved(
+    api: ScriptedBatches, tmp_path: Path
+) -> None:
+    gate = RecordingGate(landed_delay_s=0.3)  # the spend is being written
+    run = Run(api, tmp_path, gate)
+    await run.collector.start()
+    ask = asyncio.create_task(run.ask("a"))
+    await gate.landing.wait()
+    ask.cancel()
+    await run.collector.aclose()
+    assert gate.counted_batches == {journal(tmp_path)[0]["local_id"]}
+    assert journal(tmp_path)[0]["state"] == "collected"
+
+
+async def test_a_cancelled_journal_write_finishes_before_the_next_begins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writing: list[int] = []
+    overlaps: list[int] = []
+    real = batch_journal._write_whole
+
+    def slow(path: Path, data: bytes, what: str) -> None:
+        writing.append(1)
+        overlaps.append(len(writing))
+        time.sleep(0.2)
+        real(path, data, what)
+        writing.pop()
+
+    monkeypatch.setattr(batch_journal, "_write_whole", slow)
+    book = await batch_journal.open_journal(tmp_path)
+    entry = batch_journal.JournalBatch(
+        local_id="one", provider="scripted", backend=LABEL, model="model-1", endpoint="e",
+        state="submitting", created=batching._now(), requests=[],
+    )  # fmt: skip
+    first = asyncio.create_task(book.save(entry))
+    await asyncio.sleep(0.05)  # its thread is writing
+    first.cancel()
+    later = entry.model_copy(update={"state": "submitted", "id": "fb-1"})
+    await book.save(later)
+    await asyncio.sleep(0.3)  # the first thread has long ended
+    assert overlaps == [1, 1]
+    assert [(b["state"], b["id"]) for b in journal(tmp_path)] == [("submitted", "fb-1")]
+    assert not (tmp_path / f"{JOURNAL}.tmp").exists()
+    batch_journal.close_journal(book)
+
+
+async def test_a_batch_gone_at_the_provider_is_asked_again(
+    api: ScriptedBatches, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.hold = True
+    first = Run(api, tmp_path)
+    await first.collector.start()
+    ask = asyncio.create_task(first.ask("a"))
+    await settle_down()
+    ask.cancel()
+    await first.collector.aclose()
+    api.gone.add("fb-1")  # the run was resumed a month later
+
+    gate = RecordingGate()
+    second = Run(api, tmp_path, gate)
+    api.hold = False
+    await second.collector.start()
+    await settle_down()
+    assert (await second.ask("a")).text == "re: a"
+    assert api.submitted() == [["a"], ["a"]]
+    gone_entry, again = journal(tmp_path)
+    assert (gone_entry["state"], again["state"]) == ("failed", "collected")
+    assert gone_entry["error"].startswith("batch fb-1 is gone at scripted (HTTP 404: no such")
+    warnings = [r.getMessage() for r in caplog.records if "is gone" in r.getMessage()]
+    assert warnings == [f"hpt: warning: {LABEL}: {gone_entry['error']}; its 1 request(s), "
+                        "already paid for, are asked again"]  # fmt: skip
+    # The gone batch's reservation is released unbilled; the new one is billed.
+    assert [(t, c is not None) for t, c in gate.settled] == [(1, False), (2, True)]
     await second.collector.aclose()
 
 
@@ -494,6 +683,50 @@ async def test_the_gate_admits_before_queueing_and_settles_when_it_lands(
     settled = gate.settled[0][1]
     assert settled is not None and settled.batched and settled.usage == a.usage
     await run.collector.aclose()
+
+
+async def test_a_landing_is_billed_and_saved_before_the_journal_says_collected(
+    api: ScriptedBatches, tmp_path: Path
+) -> None:
+    gate = RecordingGate(journal=tmp_path / JOURNAL)
+    api.outcome = lambda c, n: (
+        RequestFailed("refused", transient=False) if c == "b" else answered(c)
+    )
+    run = Run(api, tmp_path, gate)
+    await run.collector.start()
+    answers = await asyncio.gather(run.ask("a"), run.ask("b"), return_exceptions=True)
+    assert isinstance(answers[1], BackendError)
+    [entry] = journal(tmp_path)
+    # "a" billed, then the spend saved, while the journal still said the batch was out.
+    assert gate.landings == [(entry["local_id"], 1, "submitted")]
+    assert entry["state"] == "collected"
+    assert sorted((t, c is not None) for t, c in gate.settled) == [(1, True), (2, False)]
+    await run.collector.aclose()
+
+
+async def test_a_batch_the_gate_counted_is_not_billed_again(
+    api: ScriptedBatches, tmp_path: Path
+) -> None:
+    api.hold = True
+    first = Run(api, tmp_path)
+    await first.collector.start()
+    asks = [asyncio.create_task(first.ask(c)) for c in ("a", "b")]
+    await settle_down()
+    for ask in asks:
+        ask.cancel()
+    await first.collector.aclose()
+    # An earlier process billed and saved its landing, and was killed before the journal said
+    # it was collected.
+    gate = RecordingGate(counted_batches={journal(tmp_path)[0]["local_id"]})
+    second = Run(api, tmp_path, gate)
+    await second.collector.start()
+    assert [a["must"] for a in gate.admitted] == [True, True]
+    api.release()
+    answer = await second.ask("a")
+    assert answer.text == "re: a" and not answer.cached
+    assert sorted(gate.settled, key=lambda s: s[0]) == [(1, None), (2, None)]  # nothing billed
+    assert journal(tmp_path)[0]["state"] == "collected"
+    await second.collector.aclose()
 
 
 # -- through the backend -----------------------------------------------------------------
@@ -664,3 +897,62 @@ async def test_openai_batches_through_the_sdk_retry_and_resume(
             again = await b.complete(msgs("2"), PARAMS)
         assert again.text == "echo: 2" and again.batched and not again.cached
         assert len(fake.ledger.batches) == 2 and fake.direct_calls == 0
+
+
+def lose_first_create(fake: FakeOpenAI | FakeAnthropic) -> None:
+    """The server's first batch-create makes the batch, and its answer is lost: a proxy's 502."""
+    create = fake._batch_create
+    calls = [0]
+
+    async def lossy(request: web.Request) -> web.Response:
+        made = await create(request)
+        calls[0] += 1
+        if calls[0] > 1:
+            return made
+        return web.json_response({"error": {"message": "bad gateway", "type": "server_error"}},
+                                 status=502)  # fmt: skip
+
+    fake._batch_create = lossy  # type: ignore[method-assign]
+
+
+async def test_a_lost_openai_create_is_found_not_made_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    fake = FakeOpenAI(responder=lambda body: f"echo: {body['messages'][-1]['content']}")
+    lose_first_create(fake)
+    with serving(fake.app()) as srv:
+        config = model_config_from({"provider": "openai", "model": "test-model",
+                                    "endpoints": [srv.base_url], "retry": RETRY.model_dump()})  # fmt: skip
+        async with open_backend(config, label="openai:test-model",
+                                batch=options(tmp_path, poll_s=0.05)) as b:  # fmt: skip
+            answers = await asyncio.gather(*(b.complete(msgs(str(i)), PARAMS) for i in range(3)))
+    assert [a.text for a in answers] == [f"echo: {i}" for i in range(3)]
+    assert fake.ledger.create_calls == 1 and len(fake.ledger.batches) == 1
+    assert set(fake.ledger.submitted.values()) == {1}
+    [entry] = journal(tmp_path)
+    assert (entry["id"], entry["state"]) == (next(iter(fake.ledger.batches)), "collected")
+
+
+async def test_a_lost_anthropic_create_stops_the_run_and_says_how_to_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+    fake = FakeAnthropic(responder=lambda body: "fine")
+    lose_first_create(fake)
+    with serving(fake.app()) as srv:
+        config = model_config_from({"provider": "anthropic", "model": "claude-test-1",
+                                    "endpoints": [srv.root_url], "retry": RETRY.model_dump()})  # fmt: skip
+        async with open_backend(config, label="anthropic:claude-test-1",
+                                batch=options(tmp_path, poll_s=0.05)) as b:  # fmt: skip
+            with pytest.raises(FatalBackendError) as failed:
+                await b.complete(msgs("a"), PARAMS)
+    [entry] = journal(tmp_path)
+    assert str(failed.value).startswith(
+        f"anthropic:claude-test-1: batch {entry['local_id']}, of 1 request(s), may have been "
+        "created at anthropic, but its answer was lost (HTTP 502: "
+    )
+    assert "look in anthropic's console (its list of batches)" in str(failed.value)
+    assert "--resume asks these requests again" in str(failed.value)
+    assert entry["state"] == "submitting"  # resuming warns before asking them again
+    assert fake.ledger.create_calls == 1 and len(fake.ledger.batches) == 1

@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import anthropic
+import httpx2
 
 from hpt.backends.anthropic_reply import completion_of
 from hpt.backends.batch_api import BatchPhase, BatchStatus, RequestFailed
+from hpt.backends.batching import gone, maybe_made, never_sent, unsure
 from hpt.backends.errors import TransientError
 from hpt.backends.openai_protocol import batch_status_error, short
 from hpt.types import Completion, GenerationParams, Message
@@ -53,26 +55,34 @@ class AnthropicBatchAPI:
         return {"custom_id": custom_id, "params": t.request_body(messages, t.sent_params(params))}
 
     @contextlib.contextmanager
-    def _calling(self, what: str) -> Iterator[None]:
-        """The SDK's errors as hpt's: retry what may pass, stop on what will not."""
+    def _calling(
+        self, what: str, *, creates: bool = False, batch_id: str | None = None
+    ) -> Iterator[None]:
+        """The SDK's errors as hpt's: retry what may pass, stop on what will not.
+        ``creates``: the call makes a batch, and a failure after it may have reached the
+        provider says so (``SubmitUnsure``). ``batch_id``: the call is about that batch,
+        and a 404 says it is gone (results are kept 29 days), not that there is no API."""
         try:
             yield
         except anthropic.APIStatusError as exc:
-            raise batch_status_error(
-                exc.status_code, short(exc), exc.response.headers, self.endpoint, what,
-                "ANTHROPIC_API_KEY",
-            ) from exc  # fmt: skip
+            code = exc.status_code
+            if code == 404 and batch_id is not None:
+                raise gone(batch_id, self.provider, short(exc)) from exc
+            error = batch_status_error(
+                code, short(exc), exc.response.headers, self.endpoint, what, "ANTHROPIC_API_KEY"
+            )
+            raise (unsure(error, maybe_made(code)) if creates else error) from exc
         except anthropic.APITimeoutError as exc:
-            raise TransientError(f"{what}: timed out ({self.endpoint})") from exc
+            error = TransientError(f"{what}: timed out ({self.endpoint})")
+            raise (unsure(error, not never_sent(exc)) if creates else error) from exc
         except anthropic.APIConnectionError as exc:
-            raise TransientError(
-                f"{what}: connection failed: {short(exc)} ({self.endpoint})"
-            ) from exc
+            error = TransientError(f"{what}: connection failed: {short(exc)} ({self.endpoint})")
+            raise (unsure(error, not never_sent(exc)) if creates else error) from exc
         except anthropic.APIResponseValidationError as exc:
             raise TransientError(f"{what}: malformed response: {short(exc)}") from exc
 
     async def submit(self, requests: list[dict[str, Any]], local_id: str) -> str:
-        with self._calling("create the message batch"):
+        with self._calling("create the message batch", creates=True):
             batch = await self._client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
         return batch.id
 
@@ -83,7 +93,7 @@ class AnthropicBatchAPI:
         return None
 
     async def status(self, batch_id: str) -> BatchStatus:
-        with self._calling(f"message batch {batch_id}"):
+        with self._calling(f"message batch {batch_id}", batch_id=batch_id):
             batch = await self._client.messages.batches.retrieve(batch_id)
         rc = batch.request_counts
         counts = {
@@ -98,7 +108,8 @@ class AnthropicBatchAPI:
 
     async def results(self, batch_id: str) -> dict[str, Completion | RequestFailed]:
         out: dict[str, Completion | RequestFailed] = {}
-        with self._calling(f"the results of message batch {batch_id}"):
+        what = f"the results of message batch {batch_id}"
+        with self._calling(what, batch_id=batch_id):
             try:
                 lines = await self._client.messages.batches.results(batch_id)
             except anthropic.AnthropicError as exc:
@@ -106,8 +117,16 @@ class AnthropicBatchAPI:
                     raise
                 # The SDK's own complaint: no results_url yet (the batch has not ended).
                 raise TransientError(f"message batch {batch_id}: {short(exc)}") from exc
-            async for line in lines:
-                out[line.custom_id] = _outcome(line.result)
+            try:
+                async for line in lines:
+                    out[line.custom_id] = _outcome(line.result)
+            except httpx2.TransportError as exc:  # the stream broke: the SDK passes it raw
+                raise TransientError(
+                    f"{what}: connection failed while reading: {short(exc)} ({self.endpoint})"
+                ) from exc
+            finally:
+                with contextlib.suppress(httpx2.TransportError):
+                    await lines.close()
         return out
 
     async def cancel(self, batch_id: str) -> None:

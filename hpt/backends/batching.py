@@ -11,7 +11,10 @@ and never submits a request twice.
 
 No rate limiter holds batched requests back (the provider queues a batch itself), and no retry
 policy times the wait for a batch (it may take hours): retries and their time budget apply to
-each call to the Batch API (submit, status, results), one by one."""
+each call to the Batch API (submit, status, results), one by one. A submission that failed
+after it may have reached the provider (``SubmitUnsure``) is never simply tried again: where
+the provider can find a batch by hpt's id, the retry looks for it first; where it cannot, the
+run stops and says how to check."""
 
 from __future__ import annotations
 
@@ -20,15 +23,18 @@ import contextlib
 import json
 import logging
 import math
+import socket
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
+import httpcore2
 from pydantic import BaseModel, ConfigDict, Field
 
 from hpt.backends.batch_api import BatchAPI, BatchStatus, RequestFailed
@@ -57,6 +63,9 @@ T = TypeVar("T")
 # Collected batches whose results are kept parsed in memory (an answer for a key asked again
 # is read from its batch's file; the response cache answers most before that).
 RESULTS_KEPT = 4
+# At the end, how long a submission or a landing under way may take to finish (so the batch's
+# id, or its landing, is saved) before it is cancelled.
+CLOSE_WAIT_S = 30.0
 
 
 class BatchOptions(BaseModel):
@@ -68,6 +77,63 @@ class BatchOptions(BaseModel):
     wait_s: float = Field(10.0, ge=0.0)  # or when no new request came for this long
     poll_s: float = Field(30.0, gt=0.0)  # between status checks of submitted batches
     directory: Path  # the run directory: RUN/batches.json and RUN/batches/
+
+
+# -- what a Batch API's failures mean (raised by the providers' modules) --------------
+# Failures that happened before a request left: nothing can have reached the provider.
+_NOT_SENT = (
+    ConnectionRefusedError,
+    socket.gaierror,  # the host's name did not resolve
+    aiohttp.ClientConnectorError,
+    aiohttp.ConnectionTimeoutError,
+    httpcore2.ConnectError,
+    httpcore2.ConnectTimeout,
+)
+
+
+class SubmitUnsure(TransientError):
+    """A submission failed after its request may have reached the provider (a timeout, a
+    connection dropped while waiting for the answer, a 5xx): the batch may exist. A Batch
+    API raises it for those; anything else it raises means no batch was made."""
+
+
+def never_sent(exc: BaseException) -> bool:
+    """Whether a connection failure (an SDK's error, its causes chained) happened before the
+    request was sent: the connection was refused or never made. The outermost errors do not
+    say (an SDK's aiohttp bridge reports a connection dropped mid-answer as a "connect
+    timeout"); the underlying ones do."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, _NOT_SENT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def maybe_made(status: int) -> bool:
+    """Whether a batch-create call that answered ``status`` may have made the batch: a
+    server error (5xx, from the service or a proxy in front of it) may come after it did,
+    except "overloaded" (503, 529), a refusal. A 4xx (429 included) made nothing."""
+    return status >= 500 and status not in (503, 529)
+
+
+def unsure(error: Exception, maybe: bool) -> Exception:
+    """``error``, met creating a batch, as ``SubmitUnsure`` when the batch ``maybe`` exists
+    (a timeout, a connection dropped after the request was sent, ``maybe_made``)."""
+    if not maybe or not isinstance(error, TransientError):
+        return error
+    return SubmitUnsure(
+        str(error), retry_after_s=error.retry_after_s, overloaded=error.overloaded,
+        replica_down=error.replica_down,
+    )  # fmt: skip
+
+
+def gone(batch_id: str, provider: str, detail: str) -> BackendError:
+    """A 404 for a batch the provider answered about before: it no longer has it."""
+    return BackendError(
+        f"batch {batch_id} is gone at {provider} (HTTP 404: {detail}); a provider keeps a "
+        "batch and its results for about 30 days"
+    )
 
 
 @dataclass(eq=False)
@@ -83,18 +149,29 @@ class _Request:
     # The answer for the askers in this process (None while nobody waits).
     future: asyncio.Future[Completion] | None = None
     waiting: int = 0
+    settled: bool = False  # the gate was told (its reservation released)
 
 
 @dataclass(eq=False)
 class _Batch:
     entry: JournalBatch
     requests: dict[str, _Request]
+    # How a try to submit it failed after it may have reached the provider: it may exist.
+    unsure: str | None = None
 
 
 def _retrieve(future: asyncio.Future[Completion]) -> None:
     # A failure nobody awaits any more (its asker left) is not an "unretrieved" one.
     if not future.cancelled():
         future.exception()
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 def _now() -> datetime:
@@ -150,7 +227,9 @@ class BatchCollector:
         self._done = (0, 0)  # batches, requests
         self._sender: asyncio.Task[None] | None = None
         self._poller: asyncio.Task[None] | None = None
-        self._submits: set[asyncio.Task[None]] = set()
+        # Submissions and landings under way: ``aclose`` lets them finish (bounded).
+        self._busy: set[asyncio.Task[None]] = set()
+        self._closing = False
 
     # -- start and end -----------------------------------------------------------------
     async def start(self) -> None:
@@ -220,14 +299,15 @@ class BatchCollector:
         self._open[entry.local_id] = batch
 
     async def aclose(self) -> None:
-        """Stop sending and polling. Requests never submitted are released; submitted
-        batches go on at the provider, for the next process to collect."""
-        tasks = [t for t in (self._sender, self._poller, *self._submits) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        """Stop sending and polling. A submission or a landing under way may finish first
+        (for up to ``CLOSE_WAIT_S``), so the journal keeps the batch's id or its landing;
+        requests never submitted are released; submitted batches go on at the provider,
+        for the next process to collect."""
+        self._closing = True
+        await _cancel([t for t in (self._sender, self._poller) if t is not None])
+        if self._busy:
+            _, late = await asyncio.wait(set(self._busy), timeout=CLOSE_WAIT_S)
+            await _cancel(list(late))  # a batch left "submitting": the next process asks
         for req in self._queue.values():
             self._settle(req, None)
         self._queue.clear()
@@ -292,7 +372,8 @@ class BatchCollector:
         return self._gate.admit(self._label, prompt_bound, max_tokens, batched=True, must=must)
 
     def _settle(self, req: _Request, completion: Completion | None) -> None:
-        if self._gate is not None:
+        if self._gate is not None and not req.settled:
+            req.settled = True
             self._gate.settle(req.ticket, completion)
 
     def _enqueue(self, key: str, messages: list[Message], params: GenerationParams) -> _Request:
@@ -306,6 +387,8 @@ class BatchCollector:
     def _added_one(self) -> None:
         self._last_added = time.monotonic()
         self._added.set()
+        if self._closing:
+            return  # released by aclose
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send_loop(), name="hpt-batch-sender")
         self._publish()
@@ -388,17 +471,27 @@ class BatchCollector:
         self._inflight.update(batch.requests)
         self._publish()
         bodies = [body for _, body in chunk]
-        task = asyncio.create_task(self._submit(batch, bodies), name="hpt-batch-submit")
-        self._submits.add(task)
-        task.add_done_callback(self._submits.discard)
+        self._keep_busy(self._submit(batch, bodies), "hpt-batch-submit")
+
+    def _keep_busy(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Run ``work`` as a task ``aclose`` lets finish: cancelling whoever awaits it
+        does not cut it short."""
+        task = asyncio.create_task(work, name=name)
+        self._busy.add(task)
+        task.add_done_callback(self._busy.discard)
+        return task
 
     async def _submit(self, batch: _Batch, bodies: list[dict[str, Any]]) -> None:
         entry = batch.entry
         try:
             await self._save(entry)  # before the provider sees it: a kill now loses nothing
-            submitted = await self._submitted_id(entry, bodies)
-        except BackendError as exc:  # nothing was submitted (FatalBackendError: the run stops)
-            await self._give_up(batch, exc)
+            submitted = await self._submitted_id(batch, bodies)
+        except BackendError as exc:  # (FatalBackendError: the run stops)
+            if batch.unsure is not None:
+                # It may exist: the journal keeps "submitting", for the next process to ask.
+                self._abandon(batch, exc)
+            else:  # nothing was submitted
+                await self._give_up(batch, exc)
             return
         except Exception as exc:  # the journal cannot be written: the run stops
             self._abandon(batch, exc)
@@ -419,24 +512,54 @@ class BatchCollector:
             return
         self._ensure_poller()
 
-    async def _submitted_id(
-        self, entry: JournalBatch, bodies: list[dict[str, Any]]
-    ) -> str | GaveUp:
-        """The new batch's id; ``GaveUp`` (returned) when every try failed transiently."""
-        try:
-            return await self._call(lambda: self._api.submit(bodies, entry.local_id))
-        except GaveUp as exc:
-            # A submission that timed out may still have made the batch.
-            with contextlib.suppress(TransientError, BackendError):
-                found = await self._api.find(entry.local_id)
+    async def _submitted_id(self, batch: _Batch, bodies: list[dict[str, Any]]) -> str | GaveUp:
+        """The new batch's id; ``GaveUp`` (returned) when every try failed transiently and
+        no batch was made. A try that may have made it (``SubmitUnsure``) is followed by a
+        look for it (``find``) before any other; a provider that cannot find a batch by
+        hpt's id stops the run there (``FatalBackendError``), rather than maybe pay twice."""
+        local_id = batch.entry.local_id
+
+        async def attempt() -> str:
+            if batch.unsure is not None:
+                found = await self._api.find(local_id)
                 if found is not None:
                     return found
-            return exc
+            try:
+                return await self._api.submit(bodies, local_id)
+            except SubmitUnsure as exc:
+                batch.unsure = str(exc)
+                if not self._api.can_find:
+                    raise self._maybe_made(batch.entry, exc) from exc
+                raise
+
+        try:
+            return await self._call(attempt)
+        except GaveUp as exc:
+            if batch.unsure is None:
+                return exc
+            try:  # the last try may have made it
+                found = await self._call(lambda: self._api.find(local_id))
+            except GaveUp as lost:
+                raise FatalBackendError(
+                    f"cannot tell whether batch {local_id} was created: submitting it failed "
+                    f"({batch.unsure}), and so did looking for it ({lost.last}); resume the "
+                    "run when the provider answers"
+                ) from lost
+            return exc if found is None else found
+
+    def _maybe_made(self, entry: JournalBatch, error: Exception) -> FatalBackendError:
+        provider = self._api.provider
+        return FatalBackendError(
+            f"batch {entry.local_id}, of {len(entry.requests)} request(s), may have been created "
+            f"at {provider}, but its answer was lost ({error}) and {provider} cannot find a batch "
+            f"by hpt's id; look in {provider}'s console (its list of batches) for one created "
+            f"at about {entry.created:%Y-%m-%d %H:%M} UTC and cancel it: --resume asks these "
+            "requests again, and any that batch answers are paid twice"
+        )
 
     async def _give_up(self, batch: _Batch, error: BackendError) -> None:
-        """A batch that will not answer (never submitted, or gone at the provider): its
-        requests fail with ``error``, and the journal says so (a later process asks them
-        again)."""
+        """A batch that was never submitted (the provider refused it): its requests fail
+        with ``error``, and the journal says so (a later process asks them again)."""
         entry = batch.entry
         entry.state, entry.error, entry.ended = FAILED, str(error), _now()
         self._close_batch(batch, done=True)
@@ -457,6 +580,8 @@ class BatchCollector:
 
     # -- polling -----------------------------------------------------------------------
     def _ensure_poller(self, *, at_once: bool = False) -> None:
+        if self._closing:
+            return  # the next process follows what is out
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll_loop(at_once), name="hpt-batch-poller")
 
@@ -502,18 +627,29 @@ class BatchCollector:
         except FatalBackendError as exc:  # the run stops; the batch is followed on resume
             self._abandon(batch, exc)
             return
-        except BackendError as exc:  # the provider no longer knows the batch
-            await self._give_up(batch, exc)
-            return
+        except BackendError as exc:  # the provider no longer has the batch
+            log.warning(
+                "hpt: warning: %s: %s; its %d request(s), already paid for, are asked again",
+                self._label, exc, len(batch.requests),
+            )  # fmt: skip
+            status, outcomes = BatchStatus("failed", FAILED, error=str(exc)), {}
+        # Shielded: a landing cut short could bill its answers and not save that in time.
+        landing = self._keep_busy(self._land_or_stop(batch, status, outcomes), "hpt-batch-land")
+        await asyncio.shield(landing)
+
+    async def _land_or_stop(
+        self, batch: _Batch, status: BatchStatus, outcomes: dict[str, Completion | RequestFailed]
+    ) -> None:
         try:
             await self._land(batch, status, outcomes)
-        except Exception as exc:  # the results could not be kept (StorageError): stop
+        except Exception as exc:  # the results or the spend could not be kept: stop
             self._abandon(batch, exc)
 
     async def _land(
         self, batch: _Batch, status: BatchStatus, outcomes: dict[str, Completion | RequestFailed]
     ) -> None:
-        """Save an ended (or failed) batch's outcome, then answer its requests."""
+        """Save an ended (or failed) batch's outcome and bill its answers, then answer its
+        requests."""
         entry = batch.entry
         now = time.time()
         whole = (
@@ -533,6 +669,7 @@ class BatchCollector:
         assert self._journal is not None
         await self._journal.write_results(entry.local_id, saved)  # before "collected"
         self._keep(entry.local_id, {s.custom_id: s for s in saved})
+        await self._bill(batch, landed)
         entry.state = COLLECTED if status.phase == "ended" else FAILED
         entry.error, entry.ended = status.error, _now()
         await self._save(entry)
@@ -541,10 +678,26 @@ class BatchCollector:
             self._resolve(req, entry.local_id, landed[key])
         self._publish()
 
+    async def _bill(self, batch: _Batch, landed: dict[str, Completion | RequestFailed]) -> None:
+        """Settle every answer of a landed batch, and have the gate save the spend before
+        the journal says the batch was collected: a kill between the two then neither loses
+        nor repeats its cost. A batch the gate counted already (collected again after such a
+        kill) is billed nothing more."""
+        if self._gate is None:
+            return
+        local_id = batch.entry.local_id
+        counted = self._gate.counted(local_id)
+        answered = {k: out for k, out in landed.items() if isinstance(out, Completion)}
+        for key, completion in answered.items():
+            self._settle(batch.requests[key], None if counted else completion)
+        if answered:  # (failures bill nothing: no landing to save)
+            await self._gate.landed(local_id)
+
     def _resolve(self, req: _Request, local_id: str, outcome: Completion | RequestFailed) -> None:
+        """Answer the askers of a request that landed (billed by ``_bill``), or send it again,
+        or fail it."""
         future = req.future
         if isinstance(outcome, Completion):
-            self._settle(req, outcome)
             self._saved_in.setdefault(req.key, []).append(local_id)
             if future is not None and not future.done() and req.body is not None:
                 self._used.add(req.key)

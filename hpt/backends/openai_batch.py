@@ -21,6 +21,7 @@ from openai import AsyncOpenAI
 from pydantic_core import from_json, to_json
 
 from hpt.backends.batch_api import BatchPhase, BatchStatus, RequestFailed
+from hpt.backends.batching import gone, maybe_made, never_sent, unsure
 from hpt.backends.errors import TransientError
 from hpt.backends.openai_protocol import (
     ChatFields,
@@ -76,21 +77,29 @@ class OpenAIBatchAPI:
         return {"custom_id": custom_id, "method": "POST", "url": ROUTE, "body": body}
 
     @contextlib.contextmanager
-    def _calling(self, what: str) -> Iterator[None]:
-        """The SDK's errors as hpt's: retry what may pass, stop on what will not."""
+    def _calling(
+        self, what: str, *, creates: bool = False, batch_id: str | None = None
+    ) -> Iterator[None]:
+        """The SDK's errors as hpt's: retry what may pass, stop on what will not.
+        ``creates``: the call makes a batch, and a failure after it may have reached the
+        provider says so (``SubmitUnsure``). ``batch_id``: the call is about that batch,
+        and a 404 says it is gone (results are kept 30 days), not that there is no API."""
         try:
             yield
         except openai.APIStatusError as exc:
-            raise batch_status_error(
-                exc.status_code, short(exc), exc.response.headers, self.endpoint, what,
-                "OPENAI_API_KEY",
-            ) from exc  # fmt: skip
+            code = exc.status_code
+            if code == 404 and batch_id is not None:
+                raise gone(batch_id, self.provider, short(exc)) from exc
+            error = batch_status_error(
+                code, short(exc), exc.response.headers, self.endpoint, what, "OPENAI_API_KEY"
+            )
+            raise (unsure(error, maybe_made(code)) if creates else error) from exc
         except openai.APITimeoutError as exc:
-            raise TransientError(f"{what}: timed out ({self.endpoint})") from exc
+            error = TransientError(f"{what}: timed out ({self.endpoint})")
+            raise (unsure(error, not never_sent(exc)) if creates else error) from exc
         except openai.APIConnectionError as exc:
-            raise TransientError(
-                f"{what}: connection failed: {short(exc)} ({self.endpoint})"
-            ) from exc
+            error = TransientError(f"{what}: connection failed: {short(exc)} ({self.endpoint})")
+            raise (unsure(error, not never_sent(exc)) if creates else error) from exc
 
     async def submit(self, requests: list[dict[str, Any]], local_id: str) -> str:
         data = b"".join(to_json(r) + b"\n" for r in requests)
@@ -98,7 +107,7 @@ class OpenAIBatchAPI:
             upload = await self._client.files.create(
                 file=(f"hpt-{local_id}.jsonl", data, "application/jsonl"), purpose="batch"
             )
-        with self._calling("create the batch"):
+        with self._calling("create the batch", creates=True):
             batch = await self._client.batches.create(
                 input_file_id=upload.id,
                 endpoint=ROUTE,
@@ -122,7 +131,7 @@ class OpenAIBatchAPI:
         return None
 
     async def status(self, batch_id: str) -> BatchStatus:
-        with self._calling(f"batch {batch_id}"):
+        with self._calling(f"batch {batch_id}", batch_id=batch_id):
             batch = await self._client.batches.retrieve(batch_id)
         rc = batch.request_counts
         counts = {"total": rc.total, "completed": rc.completed, "failed": rc.failed} if rc else {}
@@ -133,13 +142,13 @@ class OpenAIBatchAPI:
         return BatchStatus(PHASES.get(batch.status, "in_progress"), batch.status, counts, error)
 
     async def results(self, batch_id: str) -> dict[str, Completion | RequestFailed]:
-        with self._calling(f"batch {batch_id}"):
+        with self._calling(f"batch {batch_id}", batch_id=batch_id):
             batch = await self._client.batches.retrieve(batch_id)
         texts = []
         # A batch whose every request failed has an error file and no output file.
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
-                with self._calling(f"the files of batch {batch_id}"):
+                with self._calling(f"the files of batch {batch_id}", batch_id=batch_id):
                     texts.append((await self._client.files.content(file_id)).content)
         # Parsing a file of up to 50,000 answers takes a while: off the event loop.
         return await asyncio.to_thread(self._read, texts)

@@ -541,6 +541,15 @@ async def test_identical_requests_in_flight_are_sent_once(
                                                              (True, True)]  # fmt: skip
             assert outs[1].params == outs[0].params is not None
             assert b.stats.shared == 2 and b.stats.calls == 2 and b.stats.cache_hits == 0
+            if cache is not None:  # asked again, answered by the cache: nobody's call
+                cache = ResponseCache(tmp_path / "cache.sqlite3")
+                async with cache, backend(cache=cache, provider="openai", model="test-model",
+                                          endpoints=[srv.base_url]) as b:  # fmt: skip
+                    again = await asyncio.gather(*(b.complete(SYS_USER, params, cache_seed="s1")
+                                                   for _ in range(2)))  # fmt: skip
+                # Saved by the cache, both: a report counts neither as paid.
+                assert [(o.cached, o.shared) for o in again] == [(True, False)] * 2
+                assert len(fake.requests) == 2
 
 
 async def test_a_failure_in_flight_reaches_every_asker(monkeypatch: pytest.MonkeyPatch) -> None:

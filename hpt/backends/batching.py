@@ -327,10 +327,13 @@ class BatchCollector:
         if req is None:
             saved = await self._saved(key)
             req = self._pending(key)  # asked meanwhile?
-            if req is None and saved is not None:
-                first = key not in self._used
+            # A collected answer serves its key's first ask in this process (the paid answer
+            # a climb cut short never received). A later ask of a key already answered here
+            # is a new request, as a direct call is: the response cache, when on, answers
+            # such repeats before they get here; off, none is answered from the past.
+            if req is None and saved is not None and key not in self._used:
                 self._used.add(key)
-                return self._answer(saved, params, cached=not first)
+                return self._answer(saved, params, cached=False)
             if req is None:
                 req = self._enqueue(key, messages, params)
         if req.body is None:

@@ -203,7 +203,9 @@ class ManagedBackend:
             raise
         if shared:
             self.stats.shared += 1
-            return completion.model_copy(update={"cached": True, "shared": True})
+            # Shared: another asker's model call answered it. An answer the response cache
+            # gave that asker is a cache answer for this one too (saved, not paid).
+            return completion.model_copy(update={"cached": True, "shared": not completion.cached})
         return completion
 
     async def _fetch(

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from hpt.backends import GenerationParams, ManagedBackend, Message
 from hpt.backends.batch_api import BatchAPI, BatchStatus, RequestFailed
-from hpt.backends.batching import SubmitUnsure, never_sent
+from hpt.backends.batch_errors import SubmitUnsure, never_sent
 from hpt.backends.errors import BackendError, FatalBackendError, TransientError
 from hpt.types import Completion
 from tests.backend_helpers import backend, serving

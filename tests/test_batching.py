@@ -35,8 +35,9 @@ from hpt.backends import (
     open_backend,
 )
 from hpt.backends.batch_api import BatchStatus, RequestFailed
+from hpt.backends.batch_errors import SubmitUnsure, gone
 from hpt.backends.batch_journal import JOURNAL, RESULTS
-from hpt.backends.batching import BatchCollector, SubmitUnsure, gone
+from hpt.backends.batching import BatchCollector
 from hpt.backends.errors import BackendError, BudgetSpent, FatalBackendError, TransientError
 from hpt.backends.limits import BackendLimits
 from hpt.cli.progress import RichProgress, batches_line

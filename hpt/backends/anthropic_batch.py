@@ -11,7 +11,6 @@ it as an extra field), and each answer is read by the same code (``completion_of
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import anthropic
@@ -19,9 +18,9 @@ import httpx2
 
 from hpt.backends.anthropic_reply import completion_of
 from hpt.backends.batch_api import BatchPhase, BatchStatus, RequestFailed
-from hpt.backends.batching import gone, maybe_made, never_sent, unsure
+from hpt.backends.batch_errors import sdk_errors
 from hpt.backends.errors import TransientError
-from hpt.backends.openai_protocol import batch_status_error, short
+from hpt.backends.openai_protocol import short
 from hpt.types import Completion, GenerationParams, Message
 
 if TYPE_CHECKING:
@@ -54,32 +53,11 @@ class AnthropicBatchAPI:
         t = self._transport
         return {"custom_id": custom_id, "params": t.request_body(messages, t.sent_params(params))}
 
-    @contextlib.contextmanager
     def _calling(
         self, what: str, *, creates: bool = False, batch_id: str | None = None
-    ) -> Iterator[None]:
-        """The SDK's errors as hpt's: retry what may pass, stop on what will not.
-        ``creates``: the call makes a batch, and a failure after it may have reached the
-        provider says so (``SubmitUnsure``). ``batch_id``: the call is about that batch,
-        and a 404 says it is gone (results are kept 29 days), not that there is no API."""
-        try:
-            yield
-        except anthropic.APIStatusError as exc:
-            code = exc.status_code
-            if code == 404 and batch_id is not None:
-                raise gone(batch_id, self.provider, short(exc)) from exc
-            error = batch_status_error(
-                code, short(exc), exc.response.headers, self.endpoint, what, "ANTHROPIC_API_KEY"
-            )
-            raise (unsure(error, maybe_made(code)) if creates else error) from exc
-        except anthropic.APITimeoutError as exc:
-            error = TransientError(f"{what}: timed out ({self.endpoint})")
-            raise (unsure(error, not never_sent(exc)) if creates else error) from exc
-        except anthropic.APIConnectionError as exc:
-            error = TransientError(f"{what}: connection failed: {short(exc)} ({self.endpoint})")
-            raise (unsure(error, not never_sent(exc)) if creates else error) from exc
-        except anthropic.APIResponseValidationError as exc:
-            raise TransientError(f"{what}: malformed response: {short(exc)}") from exc
+    ) -> contextlib.AbstractContextManager[None]:
+        return sdk_errors(anthropic, what, self.endpoint, self.provider, "ANTHROPIC_API_KEY",
+                          creates=creates, batch_id=batch_id)  # fmt: skip
 
     async def submit(self, requests: list[dict[str, Any]], local_id: str) -> str:
         with self._calling("create the message batch", creates=True):

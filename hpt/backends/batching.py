@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import math
-import socket
 import time
 import uuid
 from collections import OrderedDict
@@ -33,11 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiohttp
-import httpcore2
 from pydantic import BaseModel, ConfigDict, Field
 
 from hpt.backends.batch_api import BatchAPI, BatchStatus, RequestFailed
+from hpt.backends.batch_errors import SubmitUnsure
 from hpt.backends.batch_journal import (
     COLLECTED,
     FAILED,
@@ -77,63 +75,6 @@ class BatchOptions(BaseModel):
     wait_s: float = Field(10.0, ge=0.0)  # or when no new request came for this long
     poll_s: float = Field(30.0, gt=0.0)  # between status checks of submitted batches
     directory: Path  # the run directory: RUN/batches.json and RUN/batches/
-
-
-# -- what a Batch API's failures mean (raised by the providers' modules) --------------
-# Failures that happened before a request left: nothing can have reached the provider.
-_NOT_SENT = (
-    ConnectionRefusedError,
-    socket.gaierror,  # the host's name did not resolve
-    aiohttp.ClientConnectorError,
-    aiohttp.ConnectionTimeoutError,
-    httpcore2.ConnectError,
-    httpcore2.ConnectTimeout,
-)
-
-
-class SubmitUnsure(TransientError):
-    """A submission failed after its request may have reached the provider (a timeout, a
-    connection dropped while waiting for the answer, a 5xx): the batch may exist. A Batch
-    API raises it for those; anything else it raises means no batch was made."""
-
-
-def never_sent(exc: BaseException) -> bool:
-    """Whether a connection failure (an SDK's error, its causes chained) happened before the
-    request was sent: the connection was refused or never made. The outermost errors do not
-    say (an SDK's aiohttp bridge reports a connection dropped mid-answer as a "connect
-    timeout"); the underlying ones do."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, _NOT_SENT):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def maybe_made(status: int) -> bool:
-    """Whether a batch-create call that answered ``status`` may have made the batch: a
-    server error (5xx, from the service or a proxy in front of it) may come after it did,
-    except "overloaded" (503, 529), a refusal. A 4xx (429 included) made nothing."""
-    return status >= 500 and status not in (503, 529)
-
-
-def unsure(error: Exception, maybe: bool) -> Exception:
-    """``error``, met creating a batch, as ``SubmitUnsure`` when the batch ``maybe`` exists
-    (a timeout, a connection dropped after the request was sent, ``maybe_made``)."""
-    if not maybe or not isinstance(error, TransientError):
-        return error
-    return SubmitUnsure(
-        str(error), retry_after_s=error.retry_after_s, overloaded=error.overloaded,
-        replica_down=error.replica_down,
-    )  # fmt: skip
-
-
-def gone(batch_id: str, provider: str, detail: str) -> BackendError:
-    """A 404 for a batch the provider answered about before: it no longer has it."""
-    return BackendError(
-        f"batch {batch_id} is gone at {provider} (HTTP 404: {detail}); a provider keeps a "
-        "batch and its results for about 30 days"
-    )
 
 
 @dataclass(eq=False)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
 from typing import Any, Final
 
 import openai
@@ -21,11 +20,10 @@ from openai import AsyncOpenAI
 from pydantic_core import from_json, to_json
 
 from hpt.backends.batch_api import BatchPhase, BatchStatus, RequestFailed
-from hpt.backends.batching import gone, maybe_made, never_sent, unsure
+from hpt.backends.batch_errors import sdk_errors
 from hpt.backends.errors import TransientError
 from hpt.backends.openai_protocol import (
     ChatFields,
-    batch_status_error,
     chat_body,
     chat_completion,
     chat_params,
@@ -76,30 +74,11 @@ class OpenAIBatchAPI:
         body = chat_body(self._model, messages, chat_params(params, self._fields))
         return {"custom_id": custom_id, "method": "POST", "url": ROUTE, "body": body}
 
-    @contextlib.contextmanager
     def _calling(
         self, what: str, *, creates: bool = False, batch_id: str | None = None
-    ) -> Iterator[None]:
-        """The SDK's errors as hpt's: retry what may pass, stop on what will not.
-        ``creates``: the call makes a batch, and a failure after it may have reached the
-        provider says so (``SubmitUnsure``). ``batch_id``: the call is about that batch,
-        and a 404 says it is gone (results are kept 30 days), not that there is no API."""
-        try:
-            yield
-        except openai.APIStatusError as exc:
-            code = exc.status_code
-            if code == 404 and batch_id is not None:
-                raise gone(batch_id, self.provider, short(exc)) from exc
-            error = batch_status_error(
-                code, short(exc), exc.response.headers, self.endpoint, what, "OPENAI_API_KEY"
-            )
-            raise (unsure(error, maybe_made(code)) if creates else error) from exc
-        except openai.APITimeoutError as exc:
-            error = TransientError(f"{what}: timed out ({self.endpoint})")
-            raise (unsure(error, not never_sent(exc)) if creates else error) from exc
-        except openai.APIConnectionError as exc:
-            error = TransientError(f"{what}: connection failed: {short(exc)} ({self.endpoint})")
-            raise (unsure(error, not never_sent(exc)) if creates else error) from exc
+    ) -> contextlib.AbstractContextManager[None]:
+        return sdk_errors(openai, what, self.endpoint, self.provider, "OPENAI_API_KEY",
+                          creates=creates, batch_id=batch_id)  # fmt: skip
 
     async def submit(self, requests: list[dict[str, Any]], local_id: str) -> str:
         data = b"".join(to_json(r) + b"\n" for r in requests)

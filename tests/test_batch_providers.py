@@ -259,8 +259,6 @@ async def test_a_message_batch_answers_as_direct_calls_with_their_cache_marks() 
     prompts = {f"id{i}": [Message(role="user", content=f"{head}Q{i}?", shared_prefix=len(head))]
                for i in range(3)}  # fmt: skip
     async with anthropic_batches(fake) as (b, api):
-        # A shared part is marked from its second sending on.
-        await b.complete(prompts["id0"], PARAMS, cache_seed="first")
         direct = await b.complete(prompts["id0"], PARAMS, cache_seed="d")
         requests = [api.request(k, m, PARAMS) for k, m in prompts.items()]
         # The direct call's body, prompt-cache marks included.

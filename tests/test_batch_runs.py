@@ -563,22 +563,21 @@ def test_anthropic_prompt_cache_reads_the_shared_exemplars_of_later_samples(
     # The same prompts and completions: only how the input was billed differs.
     assert texts["auto"] == texts["off"]
     # As many input tokens (the server counts words per text block: the word the mark cuts
-    # in two counts twice). The exemplars are marked from their second sending on: the
-    # first sample asked sends them unmarked (they might be its alone).
-    growth = [
-        [a["prompt_tokens"] - o["prompt_tokens"] for a, o in zip(marked, plain, strict=True)]
-        for marked, plain in zip(usage["auto"], usage["off"], strict=True)
-    ]
-    assert sorted(growth) == [[0, 0]] + [[0, 1]] * 4
+    # in two counts twice).
+    for marked, plain in zip(usage["auto"], usage["off"], strict=True):
+        grown = [
+            a["prompt_tokens"] - o["prompt_tokens"] for a, o in zip(marked, plain, strict=True)
+        ]
+        assert grown == [0, 1]
     assert all(u["cache_read_tokens"] == u["cache_write_tokens"] == 0
                for r in usage["off"] for u in r)  # fmt: skip
     # Level 1 (the sample's own text first) is never cached; level 2's exemplars are
-    # written by the second sample asked and read by every later one.
+    # written by the first sample asked and read by every later one.
     role = [r[0] for r in usage["auto"]]
     assert all(u["cache_read_tokens"] == u["cache_write_tokens"] == 0 for u in role)
     three_shot = [r[1] for r in usage["auto"]]
     writes = [u["cache_write_tokens"] for u in three_shot]
     reads = [u["cache_read_tokens"] for u in three_shot]
     assert sorted(writes)[:-1] == [0] * 4 and max(writes) > 1000
-    assert sorted(reads) == [0, 0] + [max(writes)] * 3
+    assert sorted(reads) == [0] + [max(writes)] * 4
     assert all(w == 0 or r == 0 for w, r in zip(writes, reads, strict=True))

@@ -51,9 +51,7 @@ def plain(messages: list[Message]) -> list[Message]:
 async def sent_bodies(
     model: str, *conversations: list[Message], prompt_cache: str = "auto", **config: Any
 ) -> list[dict[str, Any]]:
-    """The request bodies the Anthropic server received for ``conversations``, each sent the
-    second time: a shared part is marked from its second sending on (the first sending of
-    each is made and left out)."""
+    """The request bodies the Anthropic server received for ``conversations``."""
     fake = FakeAnthropic(responder=lambda body: "42", model_ids=(SONNET, HAIKU))
     with serving(fake.app()) as srv:
         async with backend(
@@ -61,10 +59,8 @@ async def sent_bodies(
             prompt_cache=prompt_cache, **config,
         ) as b:  # fmt: skip
             for i, messages in enumerate(conversations):
-                for seed in (f"first {i}", str(i)):
-                    await b.complete(messages, GenerationParams(max_tokens=16), cache_seed=seed)
-    bodies = [body for _, body in fake.requests if "messages" in body]
-    return bodies[1::2]
+                await b.complete(messages, GenerationParams(max_tokens=16), cache_seed=str(i))
+    return [body for _, body in fake.requests if "messages" in body]
 
 
 def joined(content: str | list[dict[str, Any]]) -> str:
@@ -144,46 +140,29 @@ async def test_openai_reports_nothing_of_a_cache_it_does_not_have(
 async def test_anthropic_prompt_tokens_add_the_cache_reads_and_writes() -> None:
     model = "claude-opus-5"  # caches 512 tokens and more (the server counts words)
     head = template(3000) + " "
-    asked = [asking(head, f"Q: {a} x 7?") for a in (6, 5, 4)]
+    one, two = asking(head, "Q: 6 x 7?"), asking(head, "Q: 5 x 8?")
     fake = FakeAnthropic(responder=lambda body: "The answer is 42", model_ids=(model,))
     usages = []
     with serving(fake.app()) as srv:
-        for setting, questions in (("auto", asked), ("off", asked[:1])):
+        for setting, messages in (("auto", one), ("auto", two), ("off", two)):
             async with backend(provider="anthropic", model=model, endpoints=[srv.root_url],
                                prompt_cache=setting) as b:  # fmt: skip
-                for messages in questions:
-                    out = await b.complete([messages], GenerationParams(max_tokens=64))
-                    usages.append(out.usage)
-    shared_words, question = len(head.split()), 4
+                out = await b.complete([messages], GenerationParams(max_tokens=64))
+                usages.append(out.usage)
+    shared_words, asked = len(head.split()), 4
     assert shared_words >= 512
     # Anthropic's input_tokens excludes what was read from or written to the cache: the
-    # prompt is the three together, the same each time. A shared part is marked from its
-    # second sending on: the first is not written (it may be the only one).
-    first, written, read, unmarked = usages
-    assert [u.prompt_tokens for u in usages] == [shared_words + question] * 4
-    assert (first.cache_write_tokens, first.cache_read_tokens) == (0, 0)
+    # prompt is the three together, the same each time.
+    written, read, unmarked = usages
+    assert [u.prompt_tokens for u in usages] == [shared_words + asked] * 3
     assert (written.cache_write_tokens, written.cache_read_tokens) == (shared_words, 0)
     assert (read.cache_write_tokens, read.cache_read_tokens) == (0, shared_words)
     assert (unmarked.cache_write_tokens, unmarked.cache_read_tokens) == (0, 0)
-    assert read.fresh_input_tokens == question
-    assert unmarked.fresh_input_tokens == shared_words + question
+    assert read.fresh_input_tokens == asked and unmarked.fresh_input_tokens == shared_words + asked
     assert all(u.completion_tokens == 4 for u in usages)
 
 
 # -- prompt-cache breakpoints ----------------------------------------------------------------
-
-
-async def test_a_shared_prefix_is_marked_from_its_second_sending_on() -> None:
-    # A write costs 1.25 times input: a prefix one sample alone is shown is never written.
-    head = template(5000)  # over Sonnet 4.6's 1,024 tokens
-    fake = FakeAnthropic(responder=lambda body: "42", model_ids=(SONNET,))
-    with serving(fake.app()) as srv:
-        async with backend(provider="anthropic", model=SONNET, endpoints=[srv.root_url],
-                           prompt_cache="auto") as b:  # fmt: skip
-            for question in ("Q: 6 x 7?", "Q: 5 x 8?", "Q: 4 x 9?"):
-                await b.complete([asking(head, question)], GenerationParams(max_tokens=16))
-    bodies = [body for _, body in fake.requests if "messages" in body]
-    assert [marks(body) for body in bodies] == [[], [head], [head]]
 
 
 async def test_a_shared_prefix_long_enough_is_marked_and_the_text_is_unchanged() -> None:

@@ -41,13 +41,7 @@ from hpt.backends.anthropic_thinking import (
 from hpt.backends.base import Completion, GenerationParams, Message
 from hpt.backends.errors import FatalBackendError, TransientError
 from hpt.backends.openai_protocol import classify_status, short
-from hpt.backends.prompt_cache import (
-    PromptCache,
-    Sightings,
-    breakpoints,
-    system_blocks,
-    text_blocks,
-)
+from hpt.backends.prompt_cache import PromptCache, breakpoints, system_blocks, text_blocks
 from hpt.backends.secrets import remember_secret
 from hpt.backends.urls import split_query
 
@@ -103,8 +97,6 @@ class AnthropicTransport:
         self.endpoint = str(self._client.base_url)
         self._sampling = anthropic_version == LEGACY_VERSION
         self.prompt_cache = prompt_cache
-        # The shared prefixes sent so far: each is marked from its second sending on.
-        self._sightings = Sightings()
         # Until start() reads the Models API: the rules of the model's generation.
         self.rules: ThinkingRules | None = table_rules(model)
 
@@ -180,11 +172,7 @@ class AnthropicTransport:
         """The Messages API request body for ``messages`` with the generation parameters
         ``sent``, as it goes on the wire (a direct call's JSON, a batch request's ``params``);
         with ``prompt_cache`` "auto", shared prefixes marked for caching (prompt_cache)."""
-        marked = (
-            breakpoints(messages, self.model, self._sightings)
-            if self.prompt_cache == "auto"
-            else set()
-        )
+        marked = breakpoints(messages, self.model) if self.prompt_cache == "auto" else set()
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         body: dict[str, Any] = {
             "model": self.model,

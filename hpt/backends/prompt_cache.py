@@ -7,17 +7,12 @@ model's minimum is simply not cached (no error, no charge). A ``Message`` says h
 its content every sample shares (``shared_prefix``, set where the prompt is rendered); a
 mark goes at the end of such a shared part, and only while everything before it is shared
 too: a prefix holding one sample's text would be written for that sample and read by none.
-A cache write costs more than plain input (1.25 times), so a shared part is marked only from
-its second sending on (``Sightings``): exemplars that only one sample of a run is shown (a
-calculator's or a subject's, met once in a small run) are never written for nothing, at the
-price of one read of each prefix that does recur.
 The marks split a text into blocks whose concatenation is the text itself: no prompt
 changes, and the response cache key (from ``Message.content``) stays the same.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any, Literal
 
@@ -72,47 +67,25 @@ def min_cacheable_tokens(model: str) -> int:
     return MIN_TOKENS[line][max(known)] if known else UNKNOWN_MIN
 
 
-class Sightings:
-    """The shared prefixes a transport has sent (as digests): ``again`` is true from a
-    prefix's second sending on."""
-
-    def __init__(self) -> None:
-        self._seen: set[bytes] = set()
-
-    def again(self, prefix: str) -> bool:
-        digest = hashlib.blake2b(prefix.encode(), digest_size=16).digest()
-        if digest in self._seen:
-            return True
-        self._seen.add(digest)
-        return False
-
-
-def breakpoints(
-    messages: list[Message], model: str, sightings: Sightings | None = None
-) -> set[int]:
+def breakpoints(messages: list[Message], model: str) -> set[int]:
     """The indexes of ``messages`` whose shared part ends with a breakpoint: the latest (at
     most four) whose prefix -- the system messages, then the others, in order -- every sample
-    shares, is long enough for ``model`` to cache and, given ``sightings``, was sent before."""
+    shares and is long enough for ``model`` to cache."""
     order = [i for i, m in enumerate(messages) if m.role == "system"]
     order += [i for i, m in enumerate(messages) if m.role != "system"]
     least = min_cacheable_tokens(model) * CHARS_PER_TOKEN
-    before: list[str] = []
-    candidates: list[tuple[int, str]] = []
+    chars, marked = 0, []
     for i in order:
         message = messages[i]
         shared = min(message.shared_prefix or 0, len(message.content))
         # Thinking blocks cannot be marked, and go before the turn's text.
         if shared == 0 or message.reasoning_blocks:
             break
-        prefix = "".join(before) + message.content[:shared]
-        if len(prefix) >= least:
-            # The role is part of what is cached: the same text as another turn is not it.
-            candidates.append((i, f"{message.role}\0{prefix}"))
+        if chars + shared >= least:
+            marked.append(i)
         if shared < len(message.content):
             break  # this sample's own text follows
-        before.append(message.content + (SYSTEM_JOIN if message.role == "system" else ""))
-    # Every candidate is recorded as seen, marked or not.
-    marked = [i for i, prefix in candidates if sightings is None or sightings.again(prefix)]
+        chars += shared + (len(SYSTEM_JOIN) if message.role == "system" else 0)
     return set(marked[-MAX_BREAKPOINTS:])
 
 

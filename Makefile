@@ -99,6 +99,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/reasoning_readers.py
 	$(BIN)/python bench/reasoning_efforts.py
+	$(BIN)/python bench/batch_cost.py
 	$(BIN)/python bench/viewer.py
 
 clean:

@@ -8,6 +8,8 @@ these options unchanged."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
@@ -491,3 +493,49 @@ def test_a_kill_right_after_a_batch_lands_neither_loses_nor_repeats_its_cost(
     assert max(fake.ledger.submitted.values()) == 1
     assert sum(fake.ledger.submitted.values()) == spend["calls"] == len(calls)
     assert spend["spent_usd"] == pytest.approx(tokens * PRICE / 2 / 1e6)
+
+
+async def test_in_batch_mode_a_model_called_directly_keeps_to_the_runs_concurrency(
+    tmp_path: Path,
+) -> None:
+    # Every climb waits at once in batch mode; a model without a Batch API is still sent at
+    # most --concurrency calls at a time, and reserves a call's worst case only when sent.
+    from hpt.backends import BatchOptions, GenerationParams, Message
+    from hpt.orchestrator.models import ModelBackends, ModelSettings
+
+    class Peak:
+        def __init__(self) -> None:
+            self.now = self.peak = 0
+
+        def admit(self, *args: Any, **kwargs: Any) -> object:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            return None
+
+        def settle(self, ticket: object, completion: Completion | None) -> None:
+            self.now -= 1
+
+        def counted(self, batch: str) -> bool:
+            return False
+
+        async def landed(self, batch: str) -> None:
+            return None
+
+    tgi = ServerThread(FakeTGI(responder=lambda body: "True", delay_s=0.2).app()).start()
+    gate = Peak()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            backends = ModelBackends(stack, None, gate=gate, batch=BatchOptions(directory=tmp_path),
+                                     direct_concurrency=2)  # fmt: skip
+            model = await backends.open(ModelSettings().resolve(f"tgi:{tgi.root_url}"))
+            asks = [model.complete([Message(role="user", content=f"q{i}")], GenerationParams(),
+                                   cache_seed=str(i)) for i in range(6)]  # fmt: skip
+            await asyncio.gather(*asks)
+            assert model.stats.concurrency == 2
+            assert gate.peak == 2
+            assert backends.unbatched_notes() == [
+                f"tgi:{tgi.root_url}: its provider has no Batch API; called directly, at most "
+                "2 calls at a time (--concurrency)"
+            ]
+    finally:
+        tgi.stop()

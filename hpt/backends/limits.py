@@ -192,6 +192,13 @@ class Limiter:
         self._paused_until = 0.0
         stats.concurrency = self.concurrency.limit if self.concurrency else None
 
+    def cap(self, limit: int) -> None:
+        """Hold this backend to ``limit`` calls in flight at most (before its first call)."""
+        if self.concurrency is None or self.concurrency.max_limit > limit:
+            self.concurrency = AdaptiveConcurrency(limit, self.limits.min_concurrency)
+            self._open_cap = None
+            self.stats.concurrency = self.concurrency.limit
+
     @property
     def _sem(self) -> AdaptiveConcurrency:
         sem = self.concurrency or self._open_cap

@@ -268,36 +268,27 @@ class ManagedBackend:
         if limiter is None:
             raise FatalBackendError(f"{self.name}: used before check()")
         estimate = estimate_tokens(messages)
-        # Reserved before the limiter's wait: a call held back is already one the run will
-        # pay for. Every attempt is its own call (a retried one may be billed twice).
-        ticket = (
-            None
-            if self.gate is None
-            else self.gate.admit(
-                self._label, prompt_token_bound(messages), params.max_tokens, batched=False
-            )
-        )
-        landed: Completion | None = None
-        try:
-            landed = await self._send(limiter, estimate, messages, params)
-            return landed
-        finally:
-            if self.gate is not None:
-                self.gate.settle(ticket, landed)
-
-    async def _send(
-        self, limiter: Limiter, estimate: int, messages: list[Message], params: GenerationParams
-    ) -> Completion:
         await limiter.acquire(estimate)
-        self.stats.calls += 1
         ok = False
         actual: int | None = None
+        landed: Completion | None = None
+        ticket: object = None
+        admitted = False
         try:
+            # Reserved once the limits let the call go: calls held back (--concurrency, a rate
+            # limit) reserve nothing yet. Every attempt is its own call (a retry may be billed).
+            if self.gate is not None:
+                ticket = self.gate.admit(
+                    self._label, prompt_token_bound(messages), params.max_tokens, batched=False
+                )
+                admitted = True
+            self.stats.calls += 1
             started = time.perf_counter()
             completion = await self.transport.send(messages, params)
             completion.latency_s = time.perf_counter() - started
             actual = completion.usage.total_tokens or None
             ok = True
+            landed = completion
             return completion
         except TransientError as exc:
             if exc.overloaded:
@@ -307,7 +298,17 @@ class ManagedBackend:
                 limiter.pause(exc.retry_after_s)
             raise
         finally:
+            if admitted:
+                assert self.gate is not None
+                self.gate.settle(ticket, landed)
             limiter.release(estimate, actual, ok)
+
+    def cap_concurrency(self, limit: int) -> None:
+        """Hold this backend to ``limit`` calls in flight (batch mode's direct models: every
+        climb waits at once, and ``--concurrency`` still bounds what is sent directly)."""
+        if self._limiter is None:
+            raise FatalBackendError(f"{self.name}: used before check()")
+        self._limiter.cap(limit)
 
     def _on_retry(self, exc: TransientError, wait_s: float) -> None:
         self.stats.retries += 1

@@ -137,11 +137,15 @@ class ModelBackends:
         *,
         gate: CallGate | None = None,
         batch: BatchOptions | None = None,
+        direct_concurrency: int | None = None,
     ) -> None:
         self._stack = stack
         self._cache = cache
         self._gate = gate
         self._batch = batch
+        # In batch mode every climb waits at once: a model called directly is still sent at
+        # most this many calls at a time (the run's --concurrency).
+        self._direct_concurrency = direct_concurrency
         self._open: dict[tuple[str, str], ManagedBackend] = {}
 
     async def open(self, model: ResolvedModel) -> ManagedBackend:
@@ -150,7 +154,10 @@ class ModelBackends:
                 model.config, label=model.label, cache=self._cache, gate=self._gate,
                 batch=self._batch,
             )  # fmt: skip
-            self._open[model.key] = await self._stack.enter_async_context(opening)
+            backend = await self._stack.enter_async_context(opening)
+            if self._batch is not None and not backend.batched and self._direct_concurrency:
+                backend.cap_concurrency(self._direct_concurrency)
+            self._open[model.key] = backend
         return self._open[model.key]
 
     def unbatched_notes(self) -> list[str]:
@@ -158,7 +165,13 @@ class ModelBackends:
         if self._batch is None:
             return []
         labels = dict.fromkeys(b.name for b in self._open.values() if not b.batched)
-        return [f"{label}: its provider has no Batch API; called directly" for label in labels]
+        return [
+            f"{label}: its provider has no Batch API; called directly, at most "
+            f"{self._direct_concurrency} calls at a time (--concurrency)"
+            if self._direct_concurrency
+            else f"{label}: its provider has no Batch API; called directly"
+            for label in labels
+        ]
 
     @property
     def stats(self) -> dict[str, BackendStats]:

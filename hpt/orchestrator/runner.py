@@ -181,7 +181,8 @@ async def _run_locked(
         cache = await stack.enter_async_context(ResponseCache()) if spec.cache else None
         # Backends first: an unreachable endpoint or a bad key leaves no run directory behind.
         # One backend (one set of limits) per distinct model, whatever roles it plays.
-        backends = ModelBackends(stack, cache, gate=budget, batch=batch_options(spec, out))
+        backends = ModelBackends(stack, cache, gate=budget, batch=batch_options(spec, out),
+                                 direct_concurrency=spec.concurrency)  # fmt: skip
 
         async def backend(name: str) -> ManagedBackend:
             return await backends.open(spec.resolve(name))

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from hpt.backends import GenerationParams, ManagedBackend, Message
 from hpt.backends.batch_api import BatchAPI, BatchStatus, RequestFailed
-from hpt.backends.batch_errors import SubmitUnsure, never_sent
+from hpt.backends.batch_errors import BatchGone, SubmitUnsure, never_sent
 from hpt.backends.errors import BackendError, FatalBackendError, TransientError
 from hpt.types import Completion
 from tests.backend_helpers import backend, serving
@@ -421,7 +421,7 @@ async def test_an_openai_batch_the_provider_no_longer_has_is_gone(
         with pytest.raises(BackendError) as failed_too:
             await api.status(batch_id)
     for error in (failed.value, failed_too.value):
-        assert not isinstance(error, FatalBackendError)
+        assert isinstance(error, BatchGone)  # its requests are asked again
         assert str(error).startswith(f"batch {batch_id} is gone at openai (HTTP 404: ")
 
 
@@ -437,7 +437,7 @@ async def test_a_message_batch_the_provider_no_longer_has_is_gone() -> None:
                 await call(batch_id)
             errors.append(failed.value)
     for error in errors:
-        assert not isinstance(error, FatalBackendError)
+        assert isinstance(error, BatchGone)  # its requests are asked again
         assert str(error).startswith(f"batch {batch_id} is gone at anthropic (HTTP 404: ")
 
 

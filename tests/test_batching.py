@@ -83,6 +83,7 @@ class ScriptedBatches:
     hold: bool = False  # new batches stay in progress until released
     submit_errors: list[Exception] = field(default_factory=list)  # raised by the next submits
     find_errors: list[Exception] = field(default_factory=list)  # raised by the next finds
+    status_errors: list[Exception] = field(default_factory=list)  # raised by the next statuses
     hang_submits: bool = False  # a submission makes the batch, then never returns
     submit_delay_s: float = 0.0  # a submission makes the batch, then answers this late
     gone: set[str] = field(default_factory=set)  # batch ids the provider no longer has
@@ -128,6 +129,8 @@ class ScriptedBatches:
 
     async def status(self, batch_id: str) -> BatchStatus:
         self.status_calls += 1
+        if self.status_errors:
+            raise self.status_errors.pop(0)
         if batch_id in self.gone:
             raise gone(batch_id, self.provider, "no such batch")
         batch = self.batches[batch_id]
@@ -651,6 +654,38 @@ async def test_a_batch_gone_at_the_provider_is_asked_again(
                         "already paid for, are asked again"]  # fmt: skip
     # The gone batch's reservation is released unbilled; the new one is billed.
     assert [(t, c is not None) for t, c in gate.settled] == [(1, False), (2, True)]
+    await second.collector.aclose()
+
+
+async def test_a_batch_refused_while_polled_is_kept_not_asked_again(
+    api: ScriptedBatches, tmp_path: Path
+) -> None:
+    """Not a 404: the batch may still be out. Its askers fail (the run goes on), nothing is
+    sent again, and the journal keeps the batch for the next process to collect."""
+    api.hold = True
+    first = Run(api, tmp_path)
+    await first.collector.start()
+    api.status_errors = [BackendError("HTTP 410: no longer available")]
+    async with asyncio.timeout(5):  # (sent again, it would wait for the held batch)
+        with pytest.raises(BackendError) as failed:
+            await first.ask("a")
+        assert not isinstance(failed.value, FatalBackendError)
+        assert str(failed.value) == (
+            "batch fb-1: HTTP 410: no longer available; --resume collects it"
+        )
+        with pytest.raises(BackendError, match="--resume collects it"):
+            await first.ask("a")  # asked again in this process: not sent twice
+    await first.collector.aclose()
+    assert api.submitted() == [["a"]]
+    [entry] = journal(tmp_path)
+    assert (entry["id"], entry["state"], entry["error"]) == ("fb-1", "submitted", None)
+
+    api.release()
+    second = Run(api, tmp_path)
+    await second.collector.start()
+    assert (await second.ask("a")).text == "re: a"
+    assert api.submitted() == [["a"]]
+    assert journal(tmp_path)[0]["state"] == "collected"
     await second.collector.aclose()
 
 

@@ -10,6 +10,7 @@ import contextlib
 import socket
 from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 import aiohttp
 import httpcore2
@@ -31,7 +32,22 @@ _NOT_SENT = (
 class SubmitUnsure(TransientError):
     """A submission failed after its request may have reached the provider (a timeout, a
     connection dropped while waiting for the answer, a 5xx): the batch may exist. A Batch
-    API raises it for those; anything else it raises means no batch was made."""
+    API raises it for those; anything else it raises means no batch was made. ``brief``:
+    what happened in a few words ("HTTP 500", "timed out"), for a message that says more."""
+
+    def __init__(self, message: str, *, brief: str | None = None, **transient: Any) -> None:
+        super().__init__(message, **transient)
+        self.brief = brief or message
+
+
+class BatchGone(BackendError):
+    """A 404 for a batch the provider answered about before: it no longer has it (a provider
+    keeps a batch and its results for about 30 days), so its requests are asked again."""
+
+
+class CannotTell(BackendError):
+    """``find`` stopped searching (its page limit) before reaching the time the batch was
+    made: it may exist."""
 
 
 def never_sent(exc: BaseException) -> bool:
@@ -54,20 +70,20 @@ def maybe_made(status: int) -> bool:
     return status >= 500 and status not in (503, 529)
 
 
-def unsure(error: Exception, maybe: bool) -> Exception:
+def unsure(error: Exception, maybe: bool, brief: str) -> Exception:
     """``error``, met creating a batch, as ``SubmitUnsure`` when the batch ``maybe`` exists
     (a timeout, a connection dropped after the request was sent, ``maybe_made``)."""
     if not maybe or not isinstance(error, TransientError):
         return error
     return SubmitUnsure(
-        str(error), retry_after_s=error.retry_after_s, overloaded=error.overloaded,
-        replica_down=error.replica_down,
+        str(error), brief=brief, retry_after_s=error.retry_after_s,
+        overloaded=error.overloaded, replica_down=error.replica_down,
     )  # fmt: skip
 
 
-def gone(batch_id: str, provider: str, detail: str) -> BackendError:
+def gone(batch_id: str, provider: str, detail: str) -> BatchGone:
     """A 404 for a batch the provider answered about before: it no longer has it."""
-    return BackendError(
+    return BatchGone(
         f"batch {batch_id} is gone at {provider} (HTTP 404: {detail}); a provider keeps a "
         "batch and its results for about 30 days"
     )
@@ -90,12 +106,13 @@ def sdk_errors(
         if code == 404 and batch_id is not None:
             raise gone(batch_id, provider, short(exc)) from exc
         error = batch_status_error(code, short(exc), exc.response.headers, endpoint, what, key_env)
-        raise (unsure(error, maybe_made(code)) if creates else error) from exc
+        raise (unsure(error, maybe_made(code), f"HTTP {code}") if creates else error) from exc
     except sdk.APITimeoutError as exc:
         error = TransientError(f"{what}: timed out ({endpoint})")
-        raise (unsure(error, not never_sent(exc)) if creates else error) from exc
+        raise (unsure(error, not never_sent(exc), "timed out") if creates else error) from exc
     except sdk.APIConnectionError as exc:
         error = TransientError(f"{what}: connection failed: {short(exc)} ({endpoint})")
-        raise (unsure(error, not never_sent(exc)) if creates else error) from exc
+        lost = "the connection was lost"
+        raise (unsure(error, not never_sent(exc), lost) if creates else error) from exc
     except sdk.APIResponseValidationError as exc:
         raise TransientError(f"{what}: malformed response: {short(exc)}") from exc

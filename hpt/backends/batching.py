@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from hpt.backends.batch_api import BatchAPI, BatchStatus, RequestFailed
-from hpt.backends.batch_errors import SubmitUnsure
+from hpt.backends.batch_errors import BatchGone, SubmitUnsure
 from hpt.backends.batch_journal import (
     COLLECTED,
     FAILED,
@@ -170,6 +170,9 @@ class BatchCollector:
         self._poller: asyncio.Task[None] | None = None
         # Submissions and landings under way: ``aclose`` lets them finish (bounded).
         self._busy: set[asyncio.Task[None]] = set()
+        # The keys of batches this process stopped following, which may still be out, and
+        # why: asked again, they fail so (a later process follows the batch).
+        self._abandoned: dict[str, BaseException] = {}
         self._closing = False
 
     # -- start and end -----------------------------------------------------------------
@@ -276,6 +279,8 @@ class BatchCollector:
                 self._used.add(key)
                 return self._answer(saved, params, cached=False)
             if req is None:
+                if key in self._abandoned:  # it may still be out: never sent twice
+                    raise self._abandoned[key]
                 req = self._enqueue(key, messages, params)
         if req.body is None:
             req.body = (messages, params)
@@ -519,7 +524,8 @@ class BatchCollector:
         """Stop following a batch without a word in the journal (the run stops): a later
         process follows it again."""
         self._close_batch(batch)
-        for req in batch.requests.values():
+        for key, req in batch.requests.items():
+            self._abandoned[key] = error
             self._fail(req, error)
 
     # -- polling -----------------------------------------------------------------------
@@ -568,15 +574,22 @@ class BatchCollector:
             log.warning("%s: batch %s: %s; asking again in %.0f s", self._label, batch_id,
                         exc.last, self._options.poll_s)  # fmt: skip
             return
-        except FatalBackendError as exc:  # the run stops; the batch is followed on resume
-            self._abandon(batch, exc)
-            return
-        except BackendError as exc:  # the provider no longer has the batch
+        except BatchGone as exc:  # the provider no longer has the batch
             log.warning(
                 "hpt: warning: %s: %s; its %d request(s), already paid for, are asked again",
                 self._label, exc, len(batch.requests),
             )  # fmt: skip
             status, outcomes = BatchStatus("failed", FAILED, error=str(exc)), {}
+        except BackendError as exc:
+            # Refused (a 400, 410, 422 ...): the batch may still be out, so nothing is sent
+            # again. As for an error that stops the run, its askers fail and the journal
+            # keeps it open: a later process (--resume) follows it and collects it.
+            if not isinstance(exc, FatalBackendError):
+                error = BackendError(f"batch {batch_id}: {exc}; --resume collects it")
+                error.__cause__ = exc
+                exc = error
+            self._abandon(batch, exc)
+            return
         # Shielded: a landing cut short could bill its answers and not save that in time.
         landing = self._keep_busy(self._land_or_stop(batch, status, outcomes), "hpt-batch-land")
         await asyncio.shield(landing)

@@ -10,14 +10,15 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from aiohttp import web
 
-from hpt.backends import GenerationParams, ManagedBackend, Message
+from hpt.backends import GenerationParams, ManagedBackend, Message, openai_batch
 from hpt.backends.batch_api import BatchAPI, BatchStatus, RequestFailed
-from hpt.backends.batch_errors import BatchGone, SubmitUnsure, never_sent
+from hpt.backends.batch_errors import BatchGone, CannotTell, SubmitUnsure, never_sent
 from hpt.backends.errors import BackendError, FatalBackendError, TransientError
 from hpt.types import Completion
 from tests.backend_helpers import backend, serving
@@ -192,6 +193,39 @@ async def test_find_reads_past_the_first_page(monkeypatch: pytest.MonkeyPatch) -
         for i in range(100):  # a page holds 100: the first is on the second page
             await api.submit([api.request("a", ask("a"), PARAMS)], f"later-{i}")
         assert await api.find("the-first") == first
+
+
+async def test_find_searches_back_to_when_the_batch_was_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run resumed days after it was killed while submitting: its batch is found behind
+    other old ones; where the list is too long to read back that far, find cannot tell."""
+    fake = FakeOpenAI(echo, batch_timing=FAST)
+    async with openai_batches(fake, monkeypatch) as (_, api):
+        line = [api.request("a", ask("a"), PARAMS)]
+        target = await api.submit(line, "killed-while-submitting")
+        other = await api.submit(line, "a-later-run")
+        for i in range(3):
+            await api.submit(line, f"recent-{i}")
+        now = time.time()
+        fake._batches[target].work.created = now - 3 * 86400 - 60  # made three days ago
+        fake._batches[other].work.created = now - 3 * 86400
+        made = datetime.fromtimestamp(now - 3 * 86400 - 61, UTC)  # its journal entry's time
+        an_hour_ago = datetime.fromtimestamp(now - 3600, UTC)
+        assert await api.find("killed-while-submitting", made) == target
+        assert await api.find("never-sent", None) is None  # the whole list read
+        monkeypatch.setattr(openai_batch, "FIND_AT_MOST", 4)
+        with pytest.raises(CannotTell) as cut:
+            await api.find("killed-while-submitting", made)
+        # Not submitted: the search ends at the first batch made before then (the fourth).
+        assert await api.find("never-sent", an_hour_ago) is None
+        with pytest.raises(CannotTell):
+            await api.find("never-sent", None)
+    assert str(cut.value) == (
+        "the search of openai's batches for it stopped at the newest 4, made back to "
+        f"{datetime.fromtimestamp(int(now - 3 * 86400), UTC):%Y-%m-%d %H:%M} UTC, before "
+        "reaching its creation"
+    )
 
 
 async def test_openai_batch_endpoint_errors(monkeypatch: pytest.MonkeyPatch) -> None:

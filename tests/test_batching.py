@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from hpt.backends import (
     open_backend,
 )
 from hpt.backends.batch_api import BatchStatus, RequestFailed
-from hpt.backends.batch_errors import SubmitUnsure, gone
+from hpt.backends.batch_errors import CannotTell, SubmitUnsure, gone
 from hpt.backends.batch_journal import JOURNAL, RESULTS
 from hpt.backends.batching import BatchCollector
 from hpt.backends.errors import BackendError, BudgetSpent, FatalBackendError, TransientError
@@ -84,6 +85,7 @@ class ScriptedBatches:
     submit_errors: list[Exception] = field(default_factory=list)  # raised by the next submits
     find_errors: list[Exception] = field(default_factory=list)  # raised by the next finds
     status_errors: list[Exception] = field(default_factory=list)  # raised by the next statuses
+    search_cut: bool = False  # find() stops before reaching the time it was asked to
     hang_submits: bool = False  # a submission makes the batch, then never returns
     submit_delay_s: float = 0.0  # a submission makes the batch, then answers this late
     gone: set[str] = field(default_factory=set)  # batch ids the provider no longer has
@@ -93,6 +95,7 @@ class ScriptedBatches:
     sent: Counter[str] = field(default_factory=Counter)  # prompts submitted, by content
     status_calls: int = 0
     finds: int = 0
+    finds_since: list[datetime | None] = field(default_factory=list)
 
     def request(
         self, custom_id: str, messages: list[Message], params: GenerationParams
@@ -119,12 +122,15 @@ class ScriptedBatches:
     def can_find(self) -> bool:
         return self.keeps_metadata
 
-    async def find(self, local_id: str) -> str | None:
+    async def find(self, local_id: str, since: datetime | None = None) -> str | None:
         self.finds += 1
+        self.finds_since.append(since)
         if self.find_errors:
             raise self.find_errors.pop(0)
         if not self.keeps_metadata:
             return None
+        if self.search_cut:
+            raise CannotTell("the search stopped at the newest 10000")
         return next((i for i, b in self.batches.items() if b.local_id == local_id), None)
 
     async def status(self, batch_id: str) -> BatchStatus:
@@ -537,6 +543,8 @@ async def test_a_batch_submitted_before_its_id_was_saved_is_found(
     second = Run(api, tmp_path)
     await second.collector.start()
     assert journal(tmp_path)[0]["id"] == "fb-1"
+    # Looked for back to when the journal entry was made, however long ago that was.
+    assert api.finds_since == [datetime.fromisoformat(journal(tmp_path)[0]["created"])]
     assert (await second.ask("a")).text == "re: a"
     assert api.submitted() == [["a"]]
     await second.collector.aclose()
@@ -564,6 +572,50 @@ async def test_without_metadata_a_lost_submission_is_asked_again(
     assert (await second.ask("a")).text == "re: a"
     assert api.sent["a"] == 2  # the price of a provider that keeps no metadata
     await second.collector.aclose()
+
+
+async def test_a_lost_submission_the_search_did_not_reach_is_asked_again_with_a_warning(
+    api: ScriptedBatches, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The provider's list was too long to read back to the batch's creation: that is not
+    "never submitted", and the user is told it may be paid twice."""
+    monkeypatch.setattr(batching, "CLOSE_WAIT_S", 0.05)
+    api.hang_submits = True
+    first = Run(api, tmp_path)
+    await first.collector.start()
+    ask = asyncio.create_task(first.ask("a"))
+    await settle_down()
+    ask.cancel()
+    await first.collector.aclose()
+
+    api.hang_submits, api.search_cut = False, True
+    second = Run(api, tmp_path)
+    await second.collector.start()
+    [entry] = journal(tmp_path)
+    assert (entry["state"], entry["error"]) == (
+        "failed", "unknown: the search stopped at the newest 10000"
+    )  # fmt: skip
+    assert (
+        f"hpt: warning: {LABEL}: batch {entry['local_id']} was being submitted when an earlier "
+        "process stopped, and the search stopped at the newest 10000; its 1 request(s) are "
+        "asked again (if that batch reached scripted, they are paid twice)"
+    ) in caplog.messages
+    assert (await second.ask("a")).text == "re: a"
+    assert api.sent["a"] == 2
+    await second.collector.aclose()
+
+
+async def test_a_lost_submission_the_search_cannot_tell_about_stops_the_run(
+    api: ScriptedBatches, run: Run, tmp_path: Path
+) -> None:
+    made_then_lost(api)
+    api.search_cut = True
+    with pytest.raises(FatalBackendError, match="may have been created at scripted") as failed:
+        await run.ask("a")
+    assert "the search stopped at the newest 10000" in str(failed.value)
+    assert len(api.batches) == 1 and api.finds == 1  # never made twice
+    assert journal(tmp_path)[0]["state"] == "submitting"
 
 
 async def test_the_end_lets_a_submission_under_way_save_its_batchs_id(

@@ -11,6 +11,7 @@ it as an extra field), and each answer is read by the same code (``completion_of
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import anthropic
@@ -64,7 +65,7 @@ class AnthropicBatchAPI:
             batch = await self._client.messages.batches.create(requests=requests)  # type: ignore[arg-type]
         return batch.id
 
-    async def find(self, local_id: str) -> str | None:
+    async def find(self, local_id: str, since: datetime | None = None) -> str | None:
         """Always None: a message batch carries no metadata to name it by, so a batch whose
         id was not saved (the process killed while submitting it) cannot be told from
         another; its requests go again in a new batch."""

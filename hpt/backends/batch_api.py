@@ -8,6 +8,7 @@ the batches in the run directory and answers the waiting climbs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from hpt.types import Completion, GenerationParams, Message
@@ -60,9 +61,11 @@ class BatchAPI(Protocol):
         name for it, attached where the provider keeps metadata (``find``)."""
         ...
 
-    async def find(self, local_id: str) -> str | None:
+    async def find(self, local_id: str, since: datetime | None = None) -> str | None:
         """The batch submitted as ``local_id`` (a process killed between submitting it and
-        saving its id); None when there is none, or the provider cannot say."""
+        saving its id), made no earlier than ``since`` (None: any time); None when there is
+        none, or the provider cannot say (``can_find``). ``batch_errors.CannotTell`` when
+        the search stopped (a page limit) before reaching ``since``: it may exist."""
         ...
 
     async def status(self, batch_id: str) -> BatchStatus: ...

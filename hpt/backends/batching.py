@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from hpt.backends.batch_api import BatchAPI, BatchStatus, RequestFailed
-from hpt.backends.batch_errors import BatchGone, SubmitUnsure
+from hpt.backends.batch_errors import BatchGone, CannotTell, SubmitUnsure
 from hpt.backends.batch_journal import (
     COLLECTED,
     FAILED,
@@ -195,27 +195,33 @@ class BatchCollector:
 
     async def _found(self, entry: JournalBatch) -> bool:
         """A batch the journal saw to submission but not back: killed between the two. The
-        provider is asked for the batch carrying its local id. OpenAI keeps hpt's local id as
-        the batch's metadata and finds it; Anthropic keeps no metadata and cannot say, so
-        there these keys are simply asked again, and a batch that was created just before
-        the kill is then paid twice (the window is one request's round trip)."""
+        provider is asked for the batch carrying its local id, made since the journal entry.
+        OpenAI keeps hpt's local id as the batch's metadata and finds it, unless the batches
+        made since are too many to read (then it cannot tell); Anthropic keeps no metadata
+        and cannot say. Where it cannot tell, these keys are asked again, with a warning: a
+        batch that was created just before the kill is then paid twice."""
+        provider = self._api.provider
+        unknown = None if self._api.can_find else f"{provider} cannot find a batch by hpt's id"
+        found = None
         try:
-            found = await self._call(lambda: self._api.find(entry.local_id))
+            found = await self._call(lambda: self._api.find(entry.local_id, entry.created))
         except GaveUp as exc:
             raise FatalBackendError(
                 f"cannot tell whether batch {entry.local_id} was submitted ({exc.last}); "
                 "resume the run when the provider answers"
             ) from exc
+        except CannotTell as exc:
+            unknown = str(exc)
         if found is None:
             entry.state, entry.ended = FAILED, _now()
             entry.error = "not submitted: the provider holds no batch by this local id"
-            if not self._api.can_find:
-                entry.error = "unknown: the provider cannot find a batch by its local id"
+            if unknown is not None:
+                entry.error = f"unknown: {unknown}"
                 log.warning(
                     "hpt: warning: %s: batch %s was being submitted when an earlier process "
-                    "stopped, and %s cannot find a batch by hpt's id; its %d request(s) are asked "
-                    "again (if that batch reached the provider, they are paid twice)",
-                    self._label, entry.local_id, self._api.provider, len(entry.requests),
+                    "stopped, and %s; its %d request(s) are asked again (if that batch reached "
+                    "%s, they are paid twice)",
+                    self._label, entry.local_id, unknown, len(entry.requests), provider,
                 )  # fmt: skip
             await self._save(entry)
             self._remember_done(entry)
@@ -470,7 +476,7 @@ class BatchCollector:
 
         async def attempt() -> str:
             if batch.unsure is not None:
-                found = await self._api.find(local_id)
+                found = await self._look_for(batch)
                 if found is not None:
                     return found
             try:
@@ -478,7 +484,8 @@ class BatchCollector:
             except SubmitUnsure as exc:
                 batch.unsure = str(exc)
                 if not self._api.can_find:
-                    raise self._maybe_made(batch.entry, exc) from exc
+                    why = f"{self._api.provider} cannot find a batch by hpt's id"
+                    raise self._maybe_made(batch.entry, exc, why) from exc
                 raise
 
         try:
@@ -487,7 +494,7 @@ class BatchCollector:
             if batch.unsure is None:
                 return exc
             try:  # the last try may have made it
-                found = await self._call(lambda: self._api.find(local_id))
+                found = await self._call(lambda: self._look_for(batch))
             except GaveUp as lost:
                 raise FatalBackendError(
                     f"cannot tell whether batch {local_id} was created: submitting it failed "
@@ -496,13 +503,22 @@ class BatchCollector:
                 ) from lost
             return exc if found is None else found
 
-    def _maybe_made(self, entry: JournalBatch, error: Exception) -> FatalBackendError:
+    async def _look_for(self, batch: _Batch) -> str | None:
+        """``find`` for a batch a submission may have made; where the provider cannot tell,
+        the run stops (``FatalBackendError``)."""
+        entry = batch.entry
+        try:
+            return await self._api.find(entry.local_id, entry.created)
+        except CannotTell as exc:
+            raise self._maybe_made(entry, batch.unsure, str(exc)) from exc
+
+    def _maybe_made(self, entry: JournalBatch, error: object, why: str) -> FatalBackendError:
         provider = self._api.provider
         return FatalBackendError(
             f"batch {entry.local_id}, of {len(entry.requests)} request(s), may have been created "
-            f"at {provider}, but its answer was lost ({error}) and {provider} cannot find a batch "
-            f"by hpt's id; look in {provider}'s console (its list of batches) for one created "
-            f"at about {entry.created:%Y-%m-%d %H:%M} UTC and cancel it: --resume asks these "
+            f"at {provider}, but its answer was lost ({error}) and {why}; look in {provider}'s "
+            f"console (its list of batches) for one created at about "
+            f"{entry.created:%Y-%m-%d %H:%M} UTC and cancel it: --resume asks these "
             "requests again, and any that batch answers are paid twice"
         )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import openai
@@ -20,7 +20,7 @@ from openai import AsyncOpenAI
 from pydantic_core import from_json, to_json
 
 from hpt.backends.batch_api import BatchPhase, BatchStatus, RequestFailed
-from hpt.backends.batch_errors import sdk_errors
+from hpt.backends.batch_errors import CannotTell, sdk_errors
 from hpt.backends.errors import TransientError
 from hpt.backends.openai_protocol import (
     ChatFields,
@@ -47,10 +47,11 @@ PHASES: dict[str, BatchPhase] = {
 # A request's own error (not an HTTP status) that another batch may well not meet: the
 # window ran out (batch_expired), the batch was cancelled, the service was busy.
 TRANSIENT_CODES = ("expired", "cancel", "rate_limit", "server_error", "timeout")
-# find(): batches submitted since then, at most this many, are searched (hpt looks for a
-# batch it sent moments before being killed; the list is newest first).
-FIND_WITHIN_S = 48 * 3600
-FIND_AT_MOST = 1000
+# find() reads the list (newest first, 100 a page) back to the batch's creation time, less
+# this much for the provider's clock and ours to differ, and at most this many batches: a
+# run resumed days later on a busy account may not get there (then it cannot tell).
+FIND_CLOCK_SLACK_S = 15 * 60
+FIND_AT_MOST = 10_000
 
 
 class OpenAIBatchAPI:
@@ -95,19 +96,28 @@ class OpenAIBatchAPI:
             )
         return batch.id
 
-    async def find(self, local_id: str) -> str | None:
-        """The batch whose metadata names ``local_id``: the list is searched newest first,
-        back 48 hours or 1000 batches (the API filters on no metadata)."""
-        since = time.time() - FIND_WITHIN_S
+    async def find(self, local_id: str, since: datetime | None = None) -> str | None:
+        """The batch whose metadata names ``local_id``, searched newest first back to
+        ``since`` (the API filters on no metadata); ``CannotTell`` when ``FIND_AT_MOST``
+        batches did not reach back that far."""
+        oldest = None if since is None else since.timestamp() - FIND_CLOCK_SLACK_S
+        seen, last = 0, None
         with self._calling("list batches"):
-            seen = 0
             async for batch in self._client.batches.list(limit=100):
                 if (batch.metadata or {}).get("hpt_batch") == local_id:
                     return batch.id
-                seen += 1
-                if seen >= FIND_AT_MOST or batch.created_at < since:
+                if oldest is not None and batch.created_at < oldest:
+                    return None
+                seen, last = seen + 1, batch.created_at
+                if seen >= FIND_AT_MOST:
                     break
-        return None
+            else:
+                return None  # the whole list was read
+        reached = datetime.fromtimestamp(last or 0, UTC)
+        raise CannotTell(
+            f"the search of {self.provider}'s batches for it stopped at the newest {seen}, "
+            f"made back to {reached:%Y-%m-%d %H:%M} UTC, before reaching its creation"
+        )
 
     async def status(self, batch_id: str) -> BatchStatus:
         with self._calling(f"batch {batch_id}", batch_id=batch_id):

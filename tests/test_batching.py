@@ -430,11 +430,10 @@ async def test_a_lost_submission_the_provider_cannot_find_stops_the_run(
         await run.ask("a")
     [entry] = journal(tmp_path)
     assert str(failed.value) == (
-        f"batch {entry['local_id']}, of 1 request(s), may have been created at scripted, but its "
-        "answer was lost (HTTP 502: bad gateway) and scripted cannot find a batch by hpt's id; "
-        "look in scripted's console (its list of batches) for one created at about "
-        f"{entry['created'][:10]} {entry['created'][11:16]} UTC and cancel it: --resume asks "
-        "these requests again, and any that batch answers are paid twice"
+        f"batch {entry['local_id']} may have been created at scripted (HTTP 502: bad gateway); "
+        "look in scripted's console for a batch created at about "
+        f"{entry['created'][:10]} {entry['created'][11:16]} UTC and cancel it if it is there, "
+        "then resume: the resume asks its 1 request(s) again"
     )
     assert len(api.batches) == 1 and api.finds == 0  # never made twice
     assert entry["state"] == "submitting"  # for the next process, which warns again
@@ -611,9 +610,12 @@ async def test_a_lost_submission_the_search_cannot_tell_about_stops_the_run(
 ) -> None:
     made_then_lost(api)
     api.search_cut = True
-    with pytest.raises(FatalBackendError, match="may have been created at scripted") as failed:
+    with pytest.raises(FatalBackendError) as failed:
         await run.ask("a")
-    assert "the search stopped at the newest 10000" in str(failed.value)
+    assert str(failed.value).startswith(
+        f"batch {journal(tmp_path)[0]['local_id']} may have been created at scripted (HTTP 502: "
+        "bad gateway; the search stopped at the newest 10000); look in scripted's console"
+    )
     assert len(api.batches) == 1 and api.finds == 1  # never made twice
     assert journal(tmp_path)[0]["state"] == "submitting"
 
@@ -1040,11 +1042,35 @@ async def test_a_lost_anthropic_create_stops_the_run_and_says_how_to_check(
             with pytest.raises(FatalBackendError) as failed:
                 await b.complete(msgs("a"), PARAMS)
     [entry] = journal(tmp_path)
-    assert str(failed.value).startswith(
-        f"anthropic:claude-test-1: batch {entry['local_id']}, of 1 request(s), may have been "
-        "created at anthropic, but its answer was lost (HTTP 502: "
+    assert str(failed.value) == (
+        f"anthropic:claude-test-1: batch {entry['local_id']} may have been created at "
+        "anthropic (HTTP 502); look in anthropic's console for a batch created at about "
+        f"{entry['created'][:10]} {entry['created'][11:16]} UTC and cancel it if it is there, "
+        "then resume: the resume asks its 1 request(s) again"
     )
-    assert "look in anthropic's console (its list of batches)" in str(failed.value)
-    assert "--resume asks these requests again" in str(failed.value)
     assert entry["state"] == "submitting"  # resuming warns before asking them again
     assert fake.ledger.create_calls == 1 and len(fake.ledger.batches) == 1
+
+
+async def test_an_anthropic_create_answered_500_says_briefly_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 500 may come after the batch was made: one short line, not the SDK's error body."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-anthropic-key")
+    fake = FakeAnthropic(responder=lambda body: "fine")
+    fake.batch_faults.create.append(500)
+    with serving(fake.app()) as srv:
+        config = model_config_from({"provider": "anthropic", "model": "claude-test-1",
+                                    "endpoints": [srv.root_url], "retry": RETRY.model_dump()})  # fmt: skip
+        async with open_backend(config, label="anthropic:claude-test-1",
+                                batch=options(tmp_path, poll_s=0.05)) as b:  # fmt: skip
+            with pytest.raises(FatalBackendError) as failed:
+                await asyncio.gather(*(b.complete(msgs(str(i)), PARAMS) for i in range(3)))
+    [entry] = journal(tmp_path)
+    assert str(failed.value) == (
+        f"anthropic:claude-test-1: batch {entry['local_id']} may have been created at "
+        "anthropic (HTTP 500); look in anthropic's console for a batch created at about "
+        f"{entry['created'][:10]} {entry['created'][11:16]} UTC and cancel it if it is there, "
+        "then resume: the resume asks its 3 request(s) again"
+    )
+    assert fake.ledger.create_calls == 1 and entry["state"] == "submitting"

@@ -482,10 +482,9 @@ class BatchCollector:
             try:
                 return await self._api.submit(bodies, local_id)
             except SubmitUnsure as exc:
-                batch.unsure = str(exc)
+                batch.unsure = exc.brief
                 if not self._api.can_find:
-                    why = f"{self._api.provider} cannot find a batch by hpt's id"
-                    raise self._maybe_made(batch.entry, exc, why) from exc
+                    raise self._maybe_made(batch.entry, exc.brief) from exc
                 raise
 
         try:
@@ -510,16 +509,17 @@ class BatchCollector:
         try:
             return await self._api.find(entry.local_id, entry.created)
         except CannotTell as exc:
-            raise self._maybe_made(entry, batch.unsure, str(exc)) from exc
+            raise self._maybe_made(entry, f"{batch.unsure}; {exc}") from exc
 
-    def _maybe_made(self, entry: JournalBatch, error: object, why: str) -> FatalBackendError:
+    def _maybe_made(self, entry: JournalBatch, what: str) -> FatalBackendError:
+        """The run stops: a batch may exist that hpt cannot look for. What happened, what to
+        do, short; it ends where the caller's resume command may follow."""
         provider = self._api.provider
         return FatalBackendError(
-            f"batch {entry.local_id}, of {len(entry.requests)} request(s), may have been created "
-            f"at {provider}, but its answer was lost ({error}) and {why}; look in {provider}'s "
-            f"console (its list of batches) for one created at about "
-            f"{entry.created:%Y-%m-%d %H:%M} UTC and cancel it: --resume asks these "
-            "requests again, and any that batch answers are paid twice"
+            f"batch {entry.local_id} may have been created at {provider} ({what}); look in "
+            f"{provider}'s console for a batch created at about {entry.created:%Y-%m-%d %H:%M} "
+            "UTC and cancel it if it is there, then resume: the resume asks its "
+            f"{len(entry.requests)} request(s) again"
         )
 
     async def _give_up(self, batch: _Batch, error: BackendError) -> None:

@@ -621,7 +621,7 @@ async def test_a_lost_submission_the_search_cannot_tell_about_stops_the_run(
 
 
 async def test_the_end_lets_a_submission_under_way_save_its_batchs_id(
-    api: ScriptedBatches, tmp_path: Path
+    api: ScriptedBatches, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     api.submit_delay_s = 0.3  # the provider made the batch; its answer is on its way
     run = Run(api, tmp_path)
@@ -631,12 +631,18 @@ async def test_the_end_lets_a_submission_under_way_save_its_batchs_id(
     assert len(api.batches) == 1
     ask.cancel()  # Ctrl-C
     await run.collector.aclose()
-    assert [(b["state"], b["id"]) for b in journal(tmp_path)] == [("submitted", "fb-1")]
+    [entry] = journal(tmp_path)
+    assert (entry["state"], entry["id"]) == ("submitted", "fb-1")
     assert api.status_calls == 0  # nothing polled after the end
+    # Said when the wait starts: a Ctrl-C that seems to hang for 30 s would be pressed again.
+    assert caplog.messages == [
+        f"hpt: {LABEL}: waiting up to 30 s for batch {entry['local_id']}'s submission to "
+        "finish so it is not sent twice"
+    ]
 
 
 async def test_the_end_lets_a_landing_under_way_be_saved(
-    api: ScriptedBatches, tmp_path: Path
+    api: ScriptedBatches, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     gate = RecordingGate(landed_delay_s=0.3)  # the spend is being written
     run = Run(api, tmp_path, gate)
@@ -647,6 +653,7 @@ async def test_the_end_lets_a_landing_under_way_be_saved(
     await run.collector.aclose()
     assert gate.counted_batches == {journal(tmp_path)[0]["local_id"]}
     assert journal(tmp_path)[0]["state"] == "collected"
+    assert caplog.messages == []  # no submission to wait for (a landing takes moments)
 
 
 async def test_a_cancelled_journal_write_finishes_before_the_next_begins(

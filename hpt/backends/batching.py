@@ -256,6 +256,15 @@ class BatchCollector:
         self._closing = True
         await _cancel([t for t in (self._sender, self._poller) if t is not None])
         if self._busy:
+            sending = [i for i, b in self._open.items() if b.entry.id is None]
+            if sending:  # (a Ctrl-C would otherwise seem to hang, unexplained)
+                log.warning(
+                    "hpt: %s: waiting up to %.0f s for %s to finish so %s not sent twice",
+                    self._label, CLOSE_WAIT_S,
+                    f"batch {sending[0]}'s submission" if len(sending) == 1
+                    else f"the submissions of batches {', '.join(sending)}",
+                    "it is" if len(sending) == 1 else "they are",
+                )  # fmt: skip
             _, late = await asyncio.wait(set(self._busy), timeout=CLOSE_WAIT_S)
             await _cancel(list(late))  # a batch left "submitting": the next process asks
         for req in self._queue.values():

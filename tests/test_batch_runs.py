@@ -581,3 +581,22 @@ def test_anthropic_prompt_cache_reads_the_shared_exemplars_of_later_samples(
     assert sorted(writes)[:-1] == [0] * 4 and max(writes) > 1000
     assert sorted(reads) == [0] + [max(writes)] * 4
     assert all(w == 0 or r == 0 for w, r in zip(writes, reads, strict=True))
+
+
+def test_a_run_stopped_by_an_anthropic_batch_that_may_exist_says_how_to_go_on(
+    start: Callable[[str], Served], data_dir: Path, tmp_path: Path
+) -> None:
+    # A create answered 500 may have made the batch; Anthropic cannot be asked: the run stops
+    # with one line that says what to check and, the run having begun, how to go on.
+    served = start("anthropic")
+    served.fake.batch_faults.create.append(500)
+    out = tmp_path / "run"
+    result = run_hpt(*cli_args(served, data_dir, out))
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()[-1:]
+    assert line.startswith(f"hpt: error: {served.label}: batch ")
+    assert "may have been created at anthropic (HTTP 500)" in line
+    assert line.endswith(
+        f"; finished samples are kept in {out}; continue with: hpt run --resume {out}"
+    )
+    assert (out / "run.json").is_file()

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 from rich.console import Console
 
-from hpt.backends import RetryPolicy
+from hpt.backends import FatalBackendError, RetryPolicy
 from hpt.cli import signals
 from hpt.cli.common import (
     EXIT_BUDGET,
@@ -63,7 +63,7 @@ from hpt.orchestrator.spec import (
     with_shorthands,
 )
 from hpt.plugins import load_plugins
-from hpt.results.rundir import SAMPLES, SUMMARY
+from hpt.results.rundir import SAMPLES, SPEC, SUMMARY
 from hpt.tasks import TASKS
 from hpt.tasks.depthqa.answering import DEPTH_MODES
 from hpt.tasks.depthqa.task import DepthQAArgs
@@ -503,6 +503,14 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
                 estimate=args.estimate,
             )
         )
+    except FatalBackendError as exc:
+        if not (spec.out / SPEC).is_file():
+            raise  # stopped before the run began: nothing to go on with
+        # Stopped mid-run (a key refused, a batch that may exist): what was finished is kept.
+        raise type(exc)(
+            f"{exc}; finished samples are kept in {spec.out}; continue with: "
+            f"{spec.resume_command(spec.out)}"
+        ) from exc
     except (KeyboardInterrupt, signals.Terminated) as stop:
         if progress is not None:
             progress.stop()

@@ -27,8 +27,8 @@ from hpt.cli.progress import (
     summary_table,
     truncation_warning,
 )
+from hpt.orchestrator.cells import ROLE_FLAGS, Given, settings_notes
 from hpt.orchestrator.planning import plan_cells
-from hpt.orchestrator.runner import ROLE_FLAGS, Given, settings_notes
 from hpt.orchestrator.scheduling import _interleave
 from hpt.orchestrator.spec import RunSpec
 from hpt.reports.truncation import TRUNCATION_WARNING_SHARE

@@ -10,7 +10,7 @@ import itertools
 import time
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 from hpt.backends.errors import BudgetSpent
 from hpt.errors import StorageError, in_chain
@@ -26,7 +26,6 @@ from hpt.orchestrator.planning import (
 from hpt.orchestrator.spec import RunSpec
 from hpt.results.records import RECORD_KINDS, SampleRecord, Selection
 from hpt.results.scoring import sample_score, unjudged
-from hpt.results.store import RunStore
 from hpt.results.tally import Tally
 from hpt.tasks import Sample
 
@@ -58,6 +57,13 @@ def collector_for_climb() -> Iterator[None]:
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
+
+
+class RecordSink(Protocol):
+    """Where finished records go, in batches as they land: the run store, or (in a Ray
+    worker) the stream back to the driver that writes it."""
+
+    async def append(self, records: list[SampleRecord]) -> None: ...
 
 
 # One climb: a cell, a sample and a draw. A work item is one or several climbs run together.
@@ -137,7 +143,7 @@ def _workers(plans: list[CellPlan], spec: RunSpec, todo: list[list[Climb]]) -> i
 
 
 async def climb_all(
-    plans: list[CellPlan], spec: RunSpec, store: RunStore, observer: RunObserver
+    plans: list[CellPlan], spec: RunSpec, store: RecordSink, observer: RunObserver
 ) -> bool:
     """Climb every plan's ``todo``, each finished climb recorded as it lands. Whether the
     run's budget stopped it (a call refused): no new climb was started after, those in

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -40,6 +41,31 @@ class SpendWatcher(Protocol):
         ...
 
 
+@dataclass
+class WorkerStats:
+    """One worker of a run spread over several (``--ray``), live: where it runs, what it is
+    doing and what it has sent back."""
+
+    name: str
+    node: str = ""
+    # "starting", "running", "idle", "dead" (replaced), "stopped"
+    state: str = "starting"
+    samples: int = 0  # records it has sent back
+    in_flight: int = 0  # samples handed to it and not yet back
+    calls: int = 0  # model calls of the records it sent back
+    restarts: int = 0  # times a worker in this place died and was replaced
+
+
+@runtime_checkable
+class WorkerWatcher(Protocol):
+    """An observer that also shows each worker of a run spread over several (its own
+    protocol: an observer written before workers still observes)."""
+
+    def watch_workers(self, workers: Mapping[str, WorkerStats]) -> None:
+        """The run's workers by name, live, before the start; only for a run with workers."""
+        ...
+
+
 class SilentObserver:
     """Observes nothing; subclass it to watch only part of a run."""
 
@@ -56,4 +82,7 @@ class SilentObserver:
         pass
 
     def watch_spend(self, spend: Spend, budget_usd: float | None, max_calls: int | None) -> None:
+        pass
+
+    def watch_workers(self, workers: Mapping[str, WorkerStats]) -> None:
         pass

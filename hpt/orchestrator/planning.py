@@ -30,6 +30,7 @@ from hpt.results.records import Cell
 from hpt.results.runfile import DatasetParams, ReasoningParams
 from hpt.results.tally import Tally
 from hpt.tasks import DatasetError, Sample, Task, resolve_data_dir, task_class
+from hpt.tasks.base import in_shard
 from hpt.tasks.generation import GenerationTask
 from hpt.types import GenerationParams
 
@@ -81,6 +82,9 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
 
     def load(task: Task) -> tuple[list[Sample], list[Sample]]:
         samples = task.choose(task.load_samples(), spec.limit, spec.seed)
+        shard = spec.shard
+        if shard is not None:  # of the samples --limit chose: shards together are that run
+            samples = [s for s in samples if in_shard(spec.seed, s.id, shard.index, shard.count)]
         return samples, list(task.load_exemplar_pool())
 
     loaded = await asyncio.gather(*(asyncio.to_thread(load, t) for t in tasks.values()))

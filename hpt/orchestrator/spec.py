@@ -72,6 +72,41 @@ def _none_given(values: list[Any]) -> bool:
 BATCH_SIZE, BATCH_WAIT_S, BATCH_POLL_S = 1000, 10.0, 30.0
 
 
+class Shard(BaseModel):
+    """One of ``count`` disjoint slices of every cell's samples (--shard INDEX/COUNT, INDEX
+    from 1): together the shards of a campaign hold each sample once
+    (``hpt.tasks.base.in_shard``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: int = Field(ge=1)
+    count: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _within(self) -> Shard:
+        if self.index > self.count:
+            raise ValueError(f"shard {self.index}/{self.count}: the index counts 1 to {self.count}")
+        return self
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``I/N`` as the flag gives it; a ConfigError says what is wrong."""
+        index, slash, count = text.strip().partition("/")
+        if not slash or not index.strip().isdigit() or not count.strip().isdigit():
+            raise ConfigError(f"--shard {text!r}: give INDEX/COUNT, e.g. --shard 2/8")
+        i, n = int(index), int(count)
+        if n < 1 or not 1 <= i <= n:
+            raise ConfigError(
+                f"--shard {text}: shards count from 1 to COUNT (1/{max(n, 1)} .. "
+                f"{max(n, 1)}/{max(n, 1)}); an array index from 0 (Slurm, Kubernetes) is "
+                "INDEX+1"
+            )
+        return cls(index=i, count=n)
+
+
 class RunSpec(ModelSettings):
     """The run's matrix and settings; the model options (base_url, models, limit and retry
     overrides) are ModelSettings', shared with every command that calls models."""
@@ -160,6 +195,14 @@ class RunSpec(ModelSettings):
     max_calls: int | None = Field(None, ge=1, exclude_if=unset)
     # The user's prices (--prices FILE), over the cost map hpt ships (hpt.results.costs).
     prices_file: Path | None = Field(None, exclude_if=unset)
+    # --shard I/N: this run directory holds the I-th of N slices of the campaign, which
+    # ``hpt merge`` joins into one run.
+    shard: Shard | None = Field(None, exclude_if=unset)
+    # --ray [ADDRESS] --workers N: climbs run in N Ray workers (ADDRESS "": a local Ray, or
+    # the cluster RAY_ADDRESS names). How the run is executed, not what it measures: never
+    # saved, a resume may run it otherwise.
+    ray: str | None = Field(None, exclude=True)
+    workers: int | None = Field(None, ge=1, exclude=True)
 
     @model_validator(mode="before")
     @classmethod

@@ -316,6 +316,13 @@ def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Samp
     return sorted(samples, key=lambda s: _rank(seed, s.id))[:limit]
 
 
+def in_shard(seed: int, sample_id: str, index: int, count: int) -> bool:
+    """Whether a sample is in the ``index``-th (from 1) of ``count`` shards: by the hash
+    ``--limit`` ranks by, so shards are disjoint, together whole, and the same on every
+    machine."""
+    return int.from_bytes(_rank(seed, sample_id)[:8], "big") % count == index - 1
+
+
 def _rank(seed: int, sample_id: str) -> bytes:
     """A sample's place in a seeded order: the same whatever the row order or machine."""
     return hashlib.sha256(f"{seed}:{sample_id}".encode()).digest()

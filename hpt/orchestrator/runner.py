@@ -105,6 +105,10 @@ async def run_evaluation(
     # Each dataset's HPI_dataset and its source, fixed now and saved in run.json.
     spec = spec.model_copy(update={"penalties": await asyncio.to_thread(run_penalties, spec)})
     plans = await plan_cells(spec)
+    if spec.ray is not None:  # what workers cannot do is refused before anything is written
+        from hpt.orchestrator.ray_driver import check_ray  # only runs over Ray load it
+
+        check_ray(spec, plans)
     out = spec.out or default_out_dir(spec)
     # Before anything is read back or written. Taken in the loop, not a thread: a
     # cancellation cannot then come between taking it and the ``finally`` that releases it.
@@ -167,15 +171,22 @@ async def _run_locked(
     total = sum(len(p.samples) for p in plans) * spec.samples_per_task
     complete = budget_spent = False
     async with contextlib.AsyncExitStack() as stack:
-        opened = await open_cells(spec, plans, stack, programs, gate=budget,
-                                  batch=batch_options(spec, out))  # fmt: skip
-        backends = opened.backends
-        for note in opened.notes:
+        campaign = None
+        if spec.ray is not None:  # the climbs run in Ray workers, each opening its own cells
+            from hpt.orchestrator.ray_driver import RayCampaign
+
+            campaign = await stack.enter_async_context(RayCampaign(spec, plans, observer))
+            stats, notes = campaign.stats, campaign.notes
+        else:
+            opened = await open_cells(spec, plans, stack, programs, gate=budget,
+                                      batch=batch_options(spec, out))  # fmt: skip
+            stats, notes = opened.backends.stats, opened.notes
+        for note in notes:
             sys.stderr.write(f"hpt: warning: {note}\n")
-        observer.watch(backends.stats)
+        observer.watch(stats)
         if budget is not None and isinstance(observer, SpendWatcher):
             observer.watch_spend(budget.spend, spec.budget_usd, spec.max_calls)
-        generation = generation_params(plans)
+        generation = generation_params(plans) if campaign is None else campaign.generation
         now = datetime.now().isoformat(timespec="seconds")
         if resume:
             saved.resumed_at.append(now)
@@ -215,7 +226,10 @@ async def _run_locked(
             keeping = asyncio.create_task(budget.keep_ledger())
         try:
             with collector_for_climb():
-                budget_spent = await climb_all(plans, spec, store, observer)
+                if campaign is None:
+                    budget_spent = await climb_all(plans, spec, store, observer)
+                else:
+                    budget_spent = await campaign.climb(store)
             every = all(p.whole for p in plans)
             complete = every and not budget_spent
         except StorageError as exc:
@@ -228,7 +242,7 @@ async def _run_locked(
                 _kept_going(faults, budget.write_ledger)
             result = RunSummary(complete=complete, cells=[p.tally.summary() for p in plans])
             summary_written = _end_run(store, result, programs, faults)
-            ended = generation_params(plans)
+            ended = generation_params(plans) if campaign is None else generation
             if ended != generation:  # a transport adapted (a TGI server without a template)
                 saved.generation.update(ended)
                 _kept_going(faults, store.write_json, SPEC, saved.model_copy(update={"out": out}))

@@ -1,0 +1,285 @@
+"""Runs over Ray workers (``hpt run --ray``) on a local Ray of this machine's 2 CPUs, started
+once for the module: the records equal a single process's, a worker killed mid-run leaves
+every sample recorded once, a --rpm holds across the workers, a cancelled run resumes, and
+what workers cannot do is refused before anything is written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpt.backends import FatalBackendError
+from hpt.orchestrator import RunSpec, run_evaluation
+from hpt.orchestrator.observer import SilentObserver, WorkerStats
+from hpt.orchestrator.penalties import run_penalties
+from hpt.orchestrator.planning import plan_cells
+from hpt.orchestrator.ray_driver import RAY_HINT, RayCampaign
+from hpt.orchestrator.spec import ConfigError
+from hpt.results.reader import read_records
+from hpt.results.records import SampleRecord
+from hpt.results.tally import Tally
+from tests.backend_helpers import FAST_RETRY, serving
+from tests.run_fixtures import make_record
+from tests.servers.answer_key import KeyedResponder
+from tests.servers.openai_compat import FakeOpenAI
+
+ray = pytest.importorskip("ray")
+
+MODEL = "openai:test-model"
+# Ray's workers read the environment Ray was started with, not a test's monkeypatching.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
+           "OPENAI_API_KEY": "test-key"}  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    before = {k: os.environ.get(k) for k in [*RAY_ENV, "HPT_CACHE_DIR"]}
+    os.environ.update(RAY_ENV, HPT_CACHE_DIR=str(tmp_path_factory.mktemp("ray-cache")))
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20,
+             log_to_driver=False)  # fmt: skip
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _spec(out: Path, data_dir: Path, base_url: str, **extra: Any) -> RunSpec:
+    return RunSpec.model_validate(
+        {"dataset": "boolq", "model": MODEL, "limit": 24, "concurrency": 3, "cache": False,
+         "data_dir": data_dir, "out": out, "base_url": base_url, "retry": FAST_RETRY, **extra}
+    )  # fmt: skip
+
+
+def _without_timings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items()
+                if "wall" not in str(k) and "latency" not in str(k)}  # fmt: skip
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def _records(out: Path) -> list[dict[str, Any]]:
+    records = [_without_timings(r.model_dump(mode="json")) for r in read_records(out)]
+    return sorted(records, key=lambda r: json.dumps([r["dataset"], r["threshold"],
+                                                     r["sample_id"], r["draw"]]))  # fmt: skip
+
+
+def _ray_actors() -> list[str]:
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+            if a["name"].startswith("hpt-")]  # fmt: skip
+
+
+class Workers(SilentObserver):
+    """Keeps the workers' live stats and counts the records told."""
+
+    def __init__(self) -> None:
+        self.workers: Mapping[str, WorkerStats] = {}
+        self.told = 0
+
+    def watch_workers(self, workers: Mapping[str, WorkerStats]) -> None:
+        self.workers = workers
+
+    def recorded(self, record: SampleRecord, tally: Tally) -> None:
+        self.told += 1
+
+
+async def test_records_equal_a_single_process_run(
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path
+) -> None:
+    # BoolQ resolved from the second level; SAMSum's two thresholds climb together.
+    fake = FakeOpenAI(KeyedResponder(boolq_answers, "zero_shot_cot"))
+    with serving(fake.app()) as srv:
+        settings = {"dataset": ["boolq", "samsum"], "samples_per_task": 2, "limit": 10}
+        one = _spec(tmp_path / "one", data_dir, srv.base_url, **settings)
+        alone = await run_evaluation(one)
+        observer = Workers()
+        spread = await run_evaluation(
+            _spec(tmp_path / "ray", data_dir, srv.base_url, ray="", workers=2, **settings),
+            observer,
+        )
+    assert spread.complete and alone.complete
+    assert _records(tmp_path / "ray") == _records(tmp_path / "one")
+    assert [_without_timings(s.model_dump()) for s in spread.summaries] == [
+        _without_timings(s.model_dump()) for s in alone.summaries
+    ]
+    # run.json as a single process writes it: how the run was executed is not saved.
+    saved = [json.loads((tmp_path / d / "run.json").read_text()) for d in ("one", "ray")]
+    for key in ("generation", "dataset", "params", "tasks"):
+        assert saved[0][key] == saved[1][key]
+    assert "ray" not in saved[1] and "workers" not in saved[1]
+    assert observer.told == 10 * 2 * 3  # boolq + samsum at two thresholds, two draws each
+    assert sorted(w.samples for w in observer.workers.values()) != [0, 60]  # both worked
+    assert sum(w.samples for w in observer.workers.values()) == 60
+    assert {w.state for w in observer.workers.values()} == {"stopped"}
+    assert _ray_actors() == []
+
+
+class Killer(Workers):
+    """Kills the first worker once ``after`` records were told."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after = after
+
+    def recorded(self, record: SampleRecord, tally: Tally) -> None:
+        super().recorded(record, tally)
+        if self.told == self.after:
+            ray.kill(ray.get_actor("hpt-worker-1.1"), no_restart=True)
+
+
+async def test_a_worker_killed_mid_run_is_replaced_and_every_sample_is_recorded_once(
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path
+) -> None:
+    fake = FakeOpenAI(KeyedResponder(boolq_answers, "zero_shot_cot"), delay_s=0.05)
+    observer = Killer(after=6)
+    with serving(fake.app()) as srv:
+        spec = _spec(tmp_path / "run", data_dir, srv.base_url, ray="", workers=2, limit=40)
+        result = await run_evaluation(spec, observer)
+    assert result.complete
+    ids = [r.sample_id for r in read_records(tmp_path / "run")]
+    assert len(ids) == len(set(ids)) == 40
+    assert result.summary.samples == 40
+    first = observer.workers["worker 1"]
+    assert first.restarts == 1  # its place was filled again
+    assert observer.told == 40
+    assert _ray_actors() == []
+
+
+async def test_a_shared_rpm_holds_across_workers_and_a_cancelled_run_resumes(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """120 requests a minute over two workers: each keeps 60, so in the seconds the run
+    lasts the server sees at most 120 calls (each worker with the whole limit would send
+    240); then the run is cancelled, as Ctrl-C does, and resumes in one process."""
+    seen: list[float] = []
+    lock, reached = threading.Lock(), threading.Event()
+
+    def unsure(body: dict[str, Any]) -> str:
+        with lock:
+            seen.append(time.monotonic())
+            if len(seen) >= 120:
+                reached.set()
+        return "I am not sure how to answer that."  # every sample climbs every level
+
+    fake = FakeOpenAI(unsure)
+    out = tmp_path / "run"
+    with serving(fake.app()) as srv:
+        spec = _spec(out, data_dir, srv.base_url, ray="", workers=2, limit=60, concurrency=8,
+                     requests_per_minute=120)  # fmt: skip
+        run = asyncio.create_task(run_evaluation(spec))
+        await asyncio.to_thread(reached.wait, 60)
+        await asyncio.sleep(3)  # what a worker holding the whole limit would send meanwhile
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        assert _ray_actors() == []
+        assert 100 <= len(seen) <= 120, len(seen)
+        assert all(sum(1 for u in seen if t <= u < t + 60) <= 120 for t in seen)
+        kept = len(list(read_records(out)))
+        assert (out / "run.json").is_file()
+        # The lock is released and the run goes on where it stopped.
+        alone = spec.model_copy(update={"ray": None, "workers": None,
+                                        "requests_per_minute": None})  # fmt: skip
+        result = await run_evaluation(alone, resume=True)
+    assert result.complete
+    ids = [r.sample_id for r in read_records(out)]
+    assert len(ids) == len(set(ids)) == 60
+    assert kept < 60
+
+
+async def test_a_refused_key_stops_the_run_with_the_one_line_a_single_process_says(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    fake = FakeOpenAI(lambda body: "True", api_key="another-key")
+    with serving(fake.app()) as srv:
+        with pytest.raises(FatalBackendError) as alone:
+            await run_evaluation(_spec(tmp_path / "one", data_dir, srv.base_url))
+        with pytest.raises(FatalBackendError) as spread:
+            await run_evaluation(_spec(tmp_path / "ray", data_dir, srv.base_url, ray=""))
+    assert str(spread.value) == str(alone.value)
+    assert not (tmp_path / "ray" / "run.json").exists()
+    assert _ray_actors() == []
+
+
+async def test_limits_too_small_to_split_over_the_workers_are_refused(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    spec = _spec(tmp_path / "run", data_dir, "http://127.0.0.1:9/v1", ray="", workers=3,
+                 tokens_per_minute=2)  # fmt: skip
+    with pytest.raises(ConfigError, match=r"2 tokens per minute \(--tpm\) cannot be split over "
+                       r"3 workers .* give --workers 2 or fewer"):  # fmt: skip
+        await run_evaluation(spec)
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "refusal"),
+    [
+        ({"batch": True}, "--batch does not run with --ray: a provider batch gathers the calls"),
+        ({"budget_usd": 1.0}, "--budget-usd does not run with --ray: a budget is kept by the one"),
+        ({"max_calls": 10}, "--max-calls does not run with --ray"),
+        ({"dataset": "gsm8k", "strategies": ["zero_shot_cot", "dspy_bfrs"]},
+         "dspy_bfrs runs with --ray only from a saved program: it makes one program a cell's"),
+    ],
+    ids=["batch", "budget", "max-calls", "dspy"],
+)  # fmt: skip
+async def test_what_workers_cannot_do_is_refused_before_anything_is_written(
+    setting: dict[str, Any], refusal: str, data_dir: Path, tmp_path: Path
+) -> None:
+    spec = _spec(tmp_path / "run", data_dir, "http://127.0.0.1:9/v1", ray="", **setting)
+    with pytest.raises(ConfigError, match=refusal):
+        await run_evaluation(spec)
+    assert not (tmp_path / "run").exists()
+
+
+async def test_ray_missing_is_refused_with_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, data_dir: Path, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, as when not installed
+    spec = _spec(tmp_path / "run", data_dir, "http://127.0.0.1:9/v1", ray="")
+    with pytest.raises(ConfigError, match=RAY_HINT.replace("[", r"\[").replace("]", r"\]")):
+        await run_evaluation(spec)
+    assert not (tmp_path / "run").exists()
+
+
+async def test_a_record_already_written_is_dropped(data_dir: Path, tmp_path: Path) -> None:
+    """A climb run again after its worker died may land twice: written once."""
+    spec = _spec(tmp_path / "run", data_dir, "http://127.0.0.1:9/v1", ray="", limit=3)
+    spec = spec.model_copy(update={"penalties": run_penalties(spec)})
+    plans = await plan_cells(spec)
+    for p in plans:
+        p.todo = [(s, 0) for s in p.samples]
+    campaign = RayCampaign(spec, plans, SilentObserver())
+    campaign._lay_out()
+
+    class Store:
+        def __init__(self) -> None:
+            self.written: list[SampleRecord] = []
+
+        async def append(self, records: list[SampleRecord]) -> None:
+            self.written += records
+
+    store, slot = Store(), type("Slot", (), {})()
+    slot.stats = WorkerStats("worker 1")
+    first = plans[0].samples[0].id
+    record = make_record(first, model=MODEL, level=1, penalty=plans[0].tally.penalty)
+    await campaign._land(slot, [record], store)  # type: ignore[arg-type]
+    await campaign._land(slot, [record, record], store)  # type: ignore[arg-type]
+    assert [r.sample_id for r in store.written] == [first]
+    assert campaign.duplicates == 2
+    assert plans[0].tally.n == 1

@@ -86,9 +86,10 @@ def check_ray(spec: RunSpec, plans: Sequence[CellPlan]) -> None:
             given = name in spec.programs or f"{name}:{p.cell.dataset}" in spec.programs
             if STRATEGIES[name].needs.program and not given:
                 raise ConfigError(
-                    f"{name} does not optimise with --ray: each worker would make its own "
-                    "program, and a run's samples must share one; optimise without --ray, "
-                    f"then give the program: --program {name}=RUN/programs/FILE.json"
+                    f"{name} runs with --ray only from a saved program: it makes one program "
+                    "a cell's samples share, and each worker would make its own (the run "
+                    "directory would keep none); run it without --ray, then give the program "
+                    f"it saved: --program {name}=RUN/programs/FILE.json"
                 )
 
 

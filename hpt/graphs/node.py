@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from hpt.backends import Backend, BackendError, FatalBackendError, GenerationParams
+from hpt.graphs.listener import attempt_finished
 from hpt.graphs.state import LadderState
 from hpt.graphs.strategies import STRATEGIES, NoAnswer, StrategyContext
 from hpt.results.records import Attempt, Call, Reading, Truncation
@@ -142,6 +143,7 @@ def strategy_node(
             notes=ctx.notes,
             **outcome,
         )
+        attempt_finished(attempt)
         return {"attempts": [attempt]}
 
     return run

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from hpt.backends import BackendStats
 from hpt.orchestrator.spec import RunSpec
-from hpt.results.records import SampleRecord
+from hpt.results.records import Attempt, SampleRecord
 from hpt.results.runfile import RunSummary
 from hpt.results.tally import Tally
 
@@ -41,6 +41,19 @@ class SpendWatcher(Protocol):
         ...
 
 
+@runtime_checkable
+class AttemptWatcher(Protocol):
+    """An observer that also hears each attempt as it finishes, before its sample's record
+    exists: a slow climb (the embedded model, a long ladder) shows its levels going by (its
+    own protocol: an observer written before still observes, and a run whose observer does
+    not hear attempts sets no listener on its climbs)."""
+
+    def attempted(self, tally: Tally, attempt: Attempt) -> None:
+        """``attempt`` (one level of a ladder, or one selector turn's level in adaptive mode)
+        finished in the cell of ``tally``; its sample may still climb on."""
+        ...
+
+
 @dataclass
 class WorkerStats:
     """One worker of a run spread over several (``--ray``), live: where it runs, what it is
@@ -68,6 +81,8 @@ class WorkerWatcher(Protocol):
 
 class SilentObserver:
     """Observes nothing; subclass it to watch only part of a run."""
+
+    # No ``attempted`` (AttemptWatcher): a run that hears no attempts sets no listener.
 
     def watch(self, backends: Mapping[str, BackendStats]) -> None:
         pass

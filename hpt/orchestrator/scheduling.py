@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import itertools
 import time
@@ -19,7 +20,8 @@ from hpt.graphs import (
     recursion_limit,
 )
 from hpt.graphs.adaptive import adaptive_recursion_limit
-from hpt.orchestrator.observer import RunObserver
+from hpt.graphs.listener import attempts_heard_by
+from hpt.orchestrator.observer import AttemptWatcher, RunObserver
 from hpt.orchestrator.planning import (
     CellPlan,
 )
@@ -160,8 +162,13 @@ async def climb_all(
     done: asyncio.Queue[tuple[SampleRecord, Tally] | None] = asyncio.Queue()
     spent = asyncio.Event()
 
+    # An observer that hears attempts (AttemptWatcher) hears each climb's as they finish.
+    hear = observer.attempted if isinstance(observer, AttemptWatcher) else None
+
     async def climb(plan: CellPlan, sample: Sample, draw: int) -> None:
-        done.put_nowait((await _climb(plan, sample, draw), plan.tally))
+        with attempts_heard_by(functools.partial(hear, plan.tally) if hear else None):
+            record = await _climb(plan, sample, draw)
+        done.put_nowait((record, plan.tally))
 
     async def worker(todo: list[list[Climb]], start_after: float) -> None:
         await asyncio.sleep(start_after)

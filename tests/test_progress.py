@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import pytest
 from rich.console import Console
 
 from hpt.backends import BackendStats
-from hpt.cli.progress import RichProgress, cells_table, print_table, summary_table
+from hpt.cli.progress import (
+    MAX_WORKERS_SHOWN,
+    RichProgress,
+    cells_table,
+    print_table,
+    summary_table,
+)
 from hpt.graphs import DEFAULT_LADDER
-from hpt.orchestrator import RunSpec
+from hpt.orchestrator import RunSpec, SilentObserver, run_evaluation
 from hpt.orchestrator.budget import Spend
-from hpt.results.tally import Summary
+from hpt.orchestrator.observer import AttemptWatcher, WorkerStats, WorkerWatcher
+from hpt.results.records import Attempt, SampleRecord
+from hpt.results.runfile import RunSummary
+from hpt.results.tally import Summary, Tally
+from tests.backend_helpers import serving
+from tests.servers.answer_key import KeyedResponder, strategy_of
+from tests.servers.openai_compat import FakeOpenAI
 
 
 def test_live_view_shows_backend_counters(tmp_path: Path) -> None:
@@ -135,3 +150,159 @@ def test_adaptive_summaries_show_no_single_prompt_figures() -> None:
     cells = _lines(cells_table([s]))
     row = next(line for line in cells if line.startswith("boolq alpha adaptive"))
     assert row.split()[6:8] == ["0.912", "-"]  # accuracy, then no L1 accuracy
+
+
+LADDER3 = ["role", "zero_shot_cot", "three_shot_cot"]
+
+
+def _spec(base_url: str, data_dir: Path, out: Path, **extra: Any) -> RunSpec:
+    fields: dict[str, Any] = dict(
+        dataset="boolq", model="openai:test-model", base_url=base_url, strategies=LADDER3,
+        data_dir=data_dir, out=out, concurrency=1,
+    )  # fmt: skip
+    return RunSpec(**{**fields, **extra})
+
+
+def _frame(progress: RichProgress) -> str:
+    """The live view as it stands, in plain text."""
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    with console.capture() as capture:
+        console.print(progress._current())
+    return "".join(line.rstrip() + "\n" for line in capture.get().splitlines())
+
+
+async def test_attempts_are_heard_per_level_as_they_finish(
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    # Each sample climbs three levels, resolving at the third: the view shows the first two
+    # levels tried while the sample's record does not exist yet (the bar still at 0).
+    keyed = KeyedResponder(boolq_answers, "three_shot_cot")
+    progress = RichProgress(Console(stderr=True, force_terminal=True, width=200))
+    seen: list[str] = []
+
+    def responder(body: dict[str, Any]) -> str:
+        if strategy_of(body) == "three_shot_cot":  # the client waits for this very reply
+            seen.append(_frame(progress))
+        return keyed(body)
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with serving(FakeOpenAI(responder).app()) as srv:
+        spec = _spec(srv.base_url, data_dir, tmp_path / "run", limit=2)
+        result = await run_evaluation(spec, progress)
+    assert result.summary.level_counts[3] == 2
+    first, second = seen
+    assert "0/2" in first and "levels tried/resolved  L1 1/0  L2 1/0\n" in first, first
+    # (The first sample's record may still be on its way to the store: the bar says 0 or 1.)
+    assert "levels tried/resolved  L1 2/0  L2 2/0  L3 1/1\n" in second, second
+    # Model calls as they come back: six sent, the one being answered still out.
+    calls = next(line for line in second.splitlines() if line.startswith("model calls"))
+    assert " 5   (1 in flight)" in calls, calls
+    captured = capsys.readouterr()
+    assert captured.out == ""  # the live view writes to stderr only
+    assert "levels tried/resolved  L1 2/0  L2 2/0  L3 2/2" in captured.err
+
+
+async def test_an_attempt_watcher_hears_each_level_before_its_record(
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    events: list[tuple[object, ...]] = []
+
+    class Heard(SilentObserver):
+        def attempted(self, tally: Tally, attempt: Attempt) -> None:
+            events.append((tally.cell.mode, attempt.level, attempt.resolved))
+
+        def recorded(self, record: SampleRecord, tally: Tally) -> None:
+            events.append(("recorded", record.resolved_level))
+
+    keyed = KeyedResponder(boolq_answers, "zero_shot_cot")
+
+    def responder(body: dict[str, Any]) -> str:
+        prompt = body["messages"][-1]["content"]
+        if "Select only the index" in prompt:  # the adaptive selector: level 1, then 2
+            return "2" if "Already tried" in prompt else "1"
+        return keyed(body)
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    assert isinstance(Heard(), AttemptWatcher)
+    with serving(FakeOpenAI(responder).app()) as srv:
+        await run_evaluation(_spec(srv.base_url, data_dir, tmp_path / "std", limit=3), Heard())
+        _heard_before_recorded(events, [("standard", 1, False), ("standard", 2, True)], 3)
+        events.clear()
+        # Adaptive: each selector turn's level is heard as its attempt finishes.
+        spec = _spec(srv.base_url, data_dir, tmp_path / "ada", limit=2, mode="adaptive")
+        await run_evaluation(spec, Heard())
+        _heard_before_recorded(events, [("adaptive", 1, False), ("adaptive", 2, True)], 2)
+
+
+def _heard_before_recorded(
+    events: list[tuple[object, ...]], climb: list[tuple[object, ...]], samples: int
+) -> None:
+    """One climb at a time: each sample's attempts, in order, all heard before its record
+    (which the writer may report after the next climb began)."""
+    assert [e for e in events if e[0] != "recorded"] == climb * samples, events
+    records = [i for i, e in enumerate(events) if e[0] == "recorded"]
+    assert len(records) == samples
+    for k, at in enumerate(records, 1):
+        assert at - (k - 1) >= k * len(climb), events  # attempts heard before the k-th record
+
+
+class Bare:
+    """An observer written before attempts and workers: the four methods only."""
+
+    def __init__(self) -> None:
+        self.recorded_ids: list[str] = []
+
+    def watch(self, backends: Mapping[str, BackendStats]) -> None:
+        pass
+
+    def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
+        pass
+
+    def recorded(self, record: SampleRecord, tally: Tally) -> None:
+        self.recorded_ids.append(record.sample_id)
+
+    def finished(self, result: RunSummary) -> None:
+        pass
+
+
+async def test_observers_without_the_new_methods_still_observe(
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # Neither hears attempts, so their runs set no listener on the climbs.
+    assert not isinstance(Bare(), AttemptWatcher) and not isinstance(Bare(), WorkerWatcher)
+    assert not isinstance(SilentObserver(), AttemptWatcher)
+    assert isinstance(RichProgress(), AttemptWatcher) and isinstance(RichProgress(), WorkerWatcher)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    bare = Bare()
+    with serving(FakeOpenAI(KeyedResponder(boolq_answers, "role")).app()) as srv:
+        spec = _spec(srv.base_url, data_dir, tmp_path / "run", limit=3)
+        result = await run_evaluation(spec, bare)
+    assert len(bare.recorded_ids) == 3 and result.summary.level_counts[1] == 3
+
+
+def test_each_worker_has_its_line_and_the_rest_are_counted(tmp_path: Path) -> None:
+    out = io.StringIO()
+    progress = RichProgress(Console(file=out, force_terminal=True, width=200))
+    n = MAX_WORKERS_SHOWN + 2
+    workers = {f"worker {i}": WorkerStats(f"worker {i}", node=f"10.0.0.{i}", state="running")
+               for i in range(1, n + 1)}  # fmt: skip
+    progress.watch({})
+    progress.watch_workers(workers)
+    progress.started(RunSpec(dataset="boolq"), total=100, out=tmp_path)
+    # Read live, not copied once.
+    one = workers["worker 1"]
+    one.samples, one.in_flight, one.calls, one.restarts = 12, 3, 36, 1
+    workers[f"worker {n}"].state = "dead"
+    workers["worker 2"].calls = 4
+    frame = _frame(progress)
+    progress.stop()
+    assert "worker 1 on 10.0.0.1: running  samples 12  in flight 3  calls 36  restarts 1" in frame
+    assert f"worker {MAX_WORKERS_SHOWN} on " in frame and f"worker {n - 1} on" not in frame
+    assert "... and 2 more workers: 1 running, 1 dead" in frame
+    # Spread over workers, the model calls are theirs.
+    calls = next(line for line in frame.splitlines() if line.startswith("model calls"))
+    assert calls.split()[-2] == "40", calls
+    assert "worker 1 on 10.0.0.1: running  samples 12" in out.getvalue()

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 from rich.console import Console, Group
 from rich.live import Live
 from rich.measure import Measurement
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.segment import Segments
 from rich.table import Table
 from rich.text import Text
@@ -17,9 +24,10 @@ from rich.text import Text
 from hpt.backends import BackendStats
 from hpt.cli.common import PlainTable
 from hpt.orchestrator.budget import Spend, usd_text
+from hpt.orchestrator.observer import WorkerStats
 from hpt.orchestrator.spec import RunSpec
 from hpt.reports.truncation import TRUNCATION_WARNING_SHARE, counted, heavily_cut, truncations
-from hpt.results.records import SampleRecord
+from hpt.results.records import Attempt, SampleRecord
 from hpt.results.tally import Summary, Tally
 
 if TYPE_CHECKING:
@@ -27,6 +35,7 @@ if TYPE_CHECKING:
 
 
 MAX_CELLS_SHOWN = 8
+MAX_WORKERS_SHOWN = 8
 UNBOUNDED = 100_000  # columns to measure a table in: wider than any table's content
 
 
@@ -43,8 +52,44 @@ def batches_line(b: BackendStats) -> str:
     )
 
 
+class CountColumn(MofNCompleteColumn):
+    """M/N of a task with a total; a bare count of one without (the model calls, whose
+    number the ladders decide as they climb)."""
+
+    def render(self, task: Task) -> Text:
+        if task.total is None:
+            return Text(f"{int(task.completed):,}", style="progress.download")
+        return super().render(task)
+
+
+def attempts_line(tried: Mapping[int, int], resolved: Mapping[int, int]) -> str:
+    """Attempts finished per level, climbs in flight included: "L1 5/2 L2 3/1" is five
+    tried at level 1, two of them resolved, three at level 2, one resolved."""
+    levels = sorted(tried)
+    return "  ".join(f"L{k} {tried[k]}/{resolved.get(k, 0)}" for k in levels)
+
+
+def worker_line(w: WorkerStats) -> str:
+    """One worker of a run spread over several."""
+    where = f" on {w.node}" if w.node else ""
+    return (
+        f"{w.name}{where}: {w.state}  samples {w.samples}  in flight {w.in_flight}  "
+        f"calls {w.calls}  restarts {w.restarts}"
+    )
+
+
+def more_workers_line(hidden: Sequence[WorkerStats]) -> str:
+    """The workers past the ones shown, counted by state: a dead one among them still shows."""
+    states: dict[str, int] = {}
+    for w in hidden:
+        states[w.state] = states.get(w.state, 0) + 1
+    by_state = ", ".join(f"{n} {state}" for state, n in states.items())
+    return f"... and {len(hidden)} more workers: {by_state}"
+
+
 class RichProgress:
-    """Samples done, resolved per level, running HPI, tokens and errors, refreshed live."""
+    """Samples done, model calls and attempts per level as they finish, each worker of a
+    run spread over several, running HPI, tokens and errors, refreshed live."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True, emoji=False)
@@ -52,11 +97,15 @@ class RichProgress:
             # The description names models: text, never markup.
             TextColumn("{task.description}", style="bold", markup=False),
             BarColumn(),
-            MofNCompleteColumn(),
+            CountColumn(),
+            TextColumn("{task.fields[note]}"),
             TimeElapsedColumn(),
             console=self.console,
         )
-        self._task = self._bar.add_task("samples", total=None)
+        self._task = self._bar.add_task("samples", total=None, note="")
+        # Moves with every call that lands: a slow model (the embedded one) shows its work
+        # between samples.
+        self._calls = self._bar.add_task("model calls", total=None, note="")
         self._stats = Table.grid(padding=(0, 2))
         self._live: Live | None = None
         self._strategies: list[str] = []
@@ -64,12 +113,28 @@ class RichProgress:
         self._tallies: dict[int, Tally] = {}
         # A run with a budget: its live ledger and bounds (SpendWatcher).
         self._spend: tuple[Spend, float | None, int | None] | None = None
+        # Attempts finished per cell (by id of its tally) and level: tried, and resolved.
+        self._tried: dict[int, dict[int, int]] = {}
+        self._resolved: dict[int, dict[int, int]] = {}
+        self._workers: Mapping[str, WorkerStats] = {}
 
     def watch(self, backends: Mapping[str, BackendStats]) -> None:
         self._backends = backends
 
     def watch_spend(self, spend: Spend, budget_usd: float | None, max_calls: int | None) -> None:
         self._spend = (spend, budget_usd, max_calls)
+
+    def watch_workers(self, workers: Mapping[str, WorkerStats]) -> None:
+        self._workers = workers
+
+    def attempted(self, tally: Tally, attempt: Attempt) -> None:
+        key = id(tally)
+        self._tallies.setdefault(key, tally)  # the cell shows before its first record
+        tried = self._tried.setdefault(key, {})
+        tried[attempt.level] = tried.get(attempt.level, 0) + 1
+        if attempt.resolved:
+            resolved = self._resolved.setdefault(key, {})
+            resolved[attempt.level] = resolved.get(attempt.level, 0) + 1
 
     def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
         self._strategies = list(spec.strategies)
@@ -84,6 +149,10 @@ class RichProgress:
         return self._render(list(self._tallies.values()))
 
     def _render(self, tallies: list[Tally]) -> Group:
+        # Read from the refresh thread while the run's loop updates them: copies, each taken
+        # at once.
+        workers = list(self._workers.values())
+        self._update_calls(list(self._backends.values()), workers)
         grid = PlainTable.grid(padding=(0, 2))
         for name, b in self._backends.items():
             cap = "" if b.concurrency is None else f"/{b.concurrency}"
@@ -96,6 +165,10 @@ class RichProgress:
                 grid.add_row(f"{name}: {batches_line(b)}")
         if self._spend is not None:
             grid.add_row(spend_line(*self._spend))
+        for w in workers[:MAX_WORKERS_SHOWN]:
+            grid.add_row(worker_line(w))
+        if len(workers) > MAX_WORKERS_SHOWN:
+            grid.add_row(more_workers_line(workers[MAX_WORKERS_SHOWN:]))
         for tally in tallies[:MAX_CELLS_SHOWN]:
             levels = " ".join(str(tally.level_counts[k]) for k in range(1, tally.m + 1))
             missing = f"  judge gave no score {tally.judge_missing}" if tally.judge_missing else ""
@@ -111,9 +184,25 @@ class RichProgress:
                 f"{tally.prompt_tokens}+{tally.completion_tokens}{thinking}{truncated}  "
                 f"errors {tally.errors}{missing}"
             )
+            tried = self._tried.get(id(tally))
+            if tried:
+                resolved = dict(self._resolved.get(id(tally), {}))
+                grid.add_row(f"  levels tried/resolved  {attempts_line(dict(tried), resolved)}")
         if len(tallies) > MAX_CELLS_SHOWN:
             grid.add_row(f"... and {len(tallies) - MAX_CELLS_SHOWN} more cells")
         return Group(self._bar, grid)
+
+    def _update_calls(self, backends: list[BackendStats], workers: list[WorkerStats]) -> None:
+        """The model calls row: calls that came back (a retry is a call of its own) and those
+        in flight; in a run spread over workers, the calls of the records they sent back
+        (this process's backends call nothing there)."""
+        if workers:
+            self._bar.update(self._calls, completed=sum(w.calls for w in workers), note="")
+            return
+        # A call is counted as it is sent (BackendStats.calls): those still out are not back.
+        back = sum(max(0, b.calls - b.in_flight) for b in backends)
+        out = sum(b.in_flight for b in backends)
+        self._bar.update(self._calls, completed=back, note=f"({out} in flight)" if out else "")
 
     def recorded(self, record: SampleRecord, tally: Tally) -> None:
         self._bar.advance(self._task)

@@ -82,6 +82,12 @@ class Shard(BaseModel):
     index: int = Field(ge=1)
     count: int = Field(ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _text(cls, data: Any) -> Any:
+        # "2/8" as the flag takes it: a config file's [run] shard, hpt.evaluate(shard=...).
+        return cls.parse(data).model_dump() if isinstance(data, str) else data
+
     @model_validator(mode="after")
     def _within(self) -> Shard:
         if self.index > self.count:
@@ -244,7 +250,8 @@ class RunSpec(ModelSettings):
 
     @property
     def title(self) -> str:
-        return " + ".join(self.dataset) + " · " + redact_urls(" + ".join(self.model))
+        title = " + ".join(self.dataset) + " · " + redact_urls(" + ".join(self.model))
+        return title if self.shard is None else f"{title} · shard {self.shard}"
 
     def resume_command(self, out: Path, *flags: str) -> str:
         """How to continue this run in ``out`` (with ``flags``, such as a higher budget):

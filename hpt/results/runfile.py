@@ -50,6 +50,22 @@ class DatasetParams(BaseModel):
     reasoning: list[ReasoningParams] | None = Field(None, exclude_if=unset)
 
 
+class MergedShard(BaseModel):
+    """A shard directory ``hpt merge`` joined into a run, with what its process said of
+    itself (run.json's own fields): the merged run's records of that shard come from it."""
+
+    index: int
+    count: int
+    directory: str  # as given to hpt merge
+    complete: bool  # whether it held its whole slice when merged
+    hpt_version: str
+    python: str
+    platform: str
+    started_at: str
+    resumed_at: list[str]
+    command: list[str]
+
+
 class RunMeta(BaseModel):
     """What ``run.json`` holds beside the run's spec: what is needed to repeat the run."""
 
@@ -66,3 +82,6 @@ class RunMeta(BaseModel):
     # The prices the run used, by backend label, each with its source (a budget, or prices
     # known); absent when it priced nothing. Reports cost the run's calls at these.
     prices: dict[str, ModelPrice] = Field(default_factory=dict, exclude_if=lambda p: not p)
+    # A run ``hpt merge`` made of shards (``hpt run --shard I/N``): each shard's directory and
+    # process, by index; absent in a run made by one process.
+    merged_from: list[MergedShard] = Field(default_factory=list, exclude_if=lambda m: not m)

@@ -58,6 +58,7 @@ from hpt.orchestrator.spec import (
     REASONING_DIMENSIONS,
     SHORTHANDS,
     RunSpec,
+    Shard,
     evaluated,
     set_task_arg,
     with_shorthands,
@@ -220,6 +221,13 @@ def add_parser(sub: Any) -> None:
     )
     run.add_argument("--limit", type=int, help="evaluate N samples (seeded choice)")
     run.add_argument("--seed", type=int, help="seed for choosing samples (default 0)")
+    run.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run the I-th of N disjoint slices of every cell's samples (I from 1; chosen by "
+        "the seeded hash --limit ranks by, after --limit's choice); run every shard with the "
+        "same settings, then join their directories with hpt merge",
+    )
     run.add_argument(
         "--concurrency",
         type=int,
@@ -420,6 +428,8 @@ def build_spec(args: argparse.Namespace, plugins: list[str]) -> RunSpec:
         programs = {k: Path(v) for k, v in (merged.get("programs") or {}).items()}
         programs.update(dict(args.program))
         merged["programs"] = programs
+    if args.shard is not None:
+        merged["shard"] = Shard.parse(args.shard)
     # Config-file plugins load now, before anything they register is looked up.
     merged["plugins"] = list(dict.fromkeys([*plugins, *(merged.get("plugins") or [])]))
     load_plugins(merged["plugins"], installed=False)
@@ -464,10 +474,13 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
             f"--resume continues the saved spec of {args.resume}; it cannot take "
             f"{', '.join(given)} (only --concurrency, --max-concurrency, --rpm, --tpm, "
             f"--max-attempts, --budget-usd, --max-calls, --batch-poll, --base-url for an "
-            f"endpoint's credentials, --keep-errors, --trust-plugins, --no-progress)"
+            f"endpoint's credentials, --shard as saved, --keep-errors, --trust-plugins, "
+            f"--no-progress)"
         )
     require_positive(args, "max_calls")
     spec = load_saved_spec(args.resume).run_spec()
+    if args.shard is not None:
+        check_resumed_shard(args.resume, spec.shard, Shard.parse(args.shard))
     # What the run was started with; a run directory from elsewhere must not run its code.
     load_saved_plugins(args.resume, spec.plugins, trust=args.trust_plugins)
     spec = spec.restore_credentials([args.base_url] if args.base_url else [])
@@ -480,6 +493,16 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
             update={"max_attempts": args.max_attempts}
         )
     return spec.model_copy(update=update)
+
+
+def check_resumed_shard(out: Path, saved: Shard | None, given: Shard) -> None:
+    """A --shard given on resume (an array job's script repeats its flags) must be the one
+    the directory holds: a resume goes on with the samples the run was started on."""
+    if saved == given:
+        return
+    holds = f"shard {saved} of its campaign" if saved else "a whole run, not a shard"
+    keep = f"give --shard {saved}, or none" if saved else "give no --shard"
+    raise ConfigError(f"--shard {given}: {out} holds {holds}; a resume keeps it ({keep})")
 
 
 def command(args: argparse.Namespace, console: Console, err: Console, plugins: list[str]) -> int:
@@ -546,6 +569,9 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
         markup=False,
         soft_wrap=True,
     )
+    if spec.shard is not None:
+        _say(console, f"shard {spec.shard} of its campaign: once every shard has run, join "
+             f"them with: hpt merge DIR... --out DIR")  # fmt: skip
     if result.estimate is not None:
         print_estimate(console, err, result.estimate, spec)
     if result.stopped_by is not None:

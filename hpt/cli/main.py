@@ -27,6 +27,7 @@ from hpt.cli import (
     compare,
     decompose,
     judge,
+    merge,
     report,
     run,
     signals,
@@ -54,6 +55,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
     "decompose": decompose.command,
     "ceiling": ceiling.command,
     "annotate": annotate.command,
+    "merge": merge.command,
 }
 
 
@@ -75,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     _plugin_option(p, "plugins_first", [])
     sub = p.add_subparsers(dest="command", required=True)
     run.add_parser(sub)
+    merge.add_parser(sub)
     graph = sub.add_parser("graph", help="print the ladder's Mermaid diagram")
     graph.add_argument("--strategies", type=names, default=list(DEFAULT_LADDER))
     graph.add_argument("--mode", choices=["standard", "adaptive"], default="standard")

@@ -99,12 +99,14 @@ RUN_FLAGS = {
     "budget_usd": "budget_usd",
     "max_calls": "max_calls",
     "prices": "prices_file",
+    "ray": "ray",
+    "workers": "workers",
 }
 # What may change when a run is resumed: how fast it goes and what it may spend, not what
 # it computes; and --base-url, to give again the credentials an endpoint's URL had (run.json
 # keeps none).
 RESUME_FLAGS = {"concurrency", "max_concurrency", "rpm", "tpm", "max_attempts", "base_url",
-                "budget_usd", "max_calls", "batch_poll"}  # fmt: skip
+                "budget_usd", "max_calls", "batch_poll", "ray", "workers"}  # fmt: skip
 # Flags of batch mode's pacing: only with --batch.
 BATCH_FLAGS = ("batch_size", "batch_wait", "batch_poll")
 
@@ -233,6 +235,20 @@ def add_parser(sub: Any) -> None:
         type=int,
         help="samples in flight per model (default 8; with --batch, a batched model's are all "
         "in flight)",
+    )
+    run.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="climb in Ray workers (pip install 'hpt[ray]'), this process writing the run: the "
+        "cluster at ADDRESS (HOST:6379, ray://HOST:10001), else RAY_ADDRESS's or a local Ray",
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        help="with --ray: workers, each with --concurrency samples in flight and an equal "
+        "share of the rate limits (default: the cluster's CPUs)",
     )
     run.add_argument("--out", type=Path, help="run directory (default runs/DATASET-MODEL-TIME)")
     run.add_argument(
@@ -473,9 +489,9 @@ def resume_spec(args: argparse.Namespace) -> RunSpec:
         raise ConfigError(
             f"--resume continues the saved spec of {args.resume}; it cannot take "
             f"{', '.join(given)} (only --concurrency, --max-concurrency, --rpm, --tpm, "
-            f"--max-attempts, --budget-usd, --max-calls, --batch-poll, --base-url for an "
-            f"endpoint's credentials, --shard as saved, --keep-errors, --trust-plugins, "
-            f"--no-progress)"
+            f"--max-attempts, --budget-usd, --max-calls, --batch-poll, --ray, --workers, "
+            f"--base-url for an endpoint's credentials, --shard as saved, --keep-errors, "
+            f"--trust-plugins, --no-progress)"
         )
     require_positive(args, "max_calls")
     spec = load_saved_spec(args.resume).run_spec()
@@ -509,6 +525,9 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
     for flag in ("keep_errors", "trust_plugins"):
         if getattr(args, flag) and args.resume is None:
             raise ConfigError(f"--{flag.replace('_', '-')} applies only with --resume DIR")
+    if args.workers is not None and args.ray is None:
+        raise ConfigError("--workers applies only with --ray [ADDRESS]")
+    require_positive(args, "workers")
     if args.estimate is not None:
         if args.resume is not None:
             raise ConfigError("--estimate starts a run; --resume DIR goes on with the whole run")

@@ -278,8 +278,9 @@ async def test_a_record_already_written_is_dropped(data_dir: Path, tmp_path: Pat
     slot.stats = WorkerStats("worker 1")
     first = plans[0].samples[0].id
     record = make_record(first, model=MODEL, level=1, penalty=plans[0].tally.penalty)
-    await campaign._land(slot, [record], store)  # type: ignore[arg-type]
-    await campaign._land(slot, [record, record], store)  # type: ignore[arg-type]
+    text = record.model_dump_json()
+    await campaign._land(slot, [text], store)  # type: ignore[arg-type]
+    await campaign._land(slot, [text, text], store)  # type: ignore[arg-type]
     assert [r.sample_id for r in store.written] == [first]
     assert campaign.duplicates == 2
     assert plans[0].tally.n == 1

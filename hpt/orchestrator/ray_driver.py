@@ -42,7 +42,7 @@ from hpt.orchestrator.ray_worker import (
 )
 from hpt.orchestrator.scheduling import RecordSink, _interleave, outlast_cancellation
 from hpt.orchestrator.spec import ConfigError, RunSpec
-from hpt.results.records import SampleRecord
+from hpt.results.records import SampleRecord, parse_record_json
 from hpt.results.runfile import DatasetParams
 
 RAY_HINT = "--ray needs Ray: pip install 'hpt[ray]'"
@@ -318,9 +318,12 @@ class RayCampaign:
 
     def _dispatch(self, slot: _Slot) -> None:
         """Top ``slot``'s worker up to its backlog from the queue, a chunk at a time."""
-        while slot.ready and self._queue and len(slot.outstanding) < self._backlog:
-            room = min(self._chunk, self._backlog - len(slot.outstanding), len(self._queue))
-            chunk = [self._queue.popleft() for _ in range(room)]
+        while slot.ready and self._queue:
+            room = self._backlog - len(slot.outstanding)
+            if room < min(self._chunk, len(self._queue)):
+                break  # a whole chunk once there is room for one: fewer, fuller messages
+            take = min(room, self._chunk, len(self._queue))
+            chunk = [self._queue.popleft() for _ in range(take)]
             for item in chunk:
                 slot.outstanding.add(item)
                 self._holder[item] = slot
@@ -329,9 +332,10 @@ class RayCampaign:
         if slot.ready:
             slot.stats.state = "running" if slot.outstanding else "idle"
 
-    async def _land(self, slot: _Slot, records: list[SampleRecord], store: RecordSink) -> None:
+    async def _land(self, slot: _Slot, texts: list[str], store: RecordSink) -> None:
         fresh: list[tuple[SampleRecord, CellPlan]] = []
-        for record in records:
+        for text in texts:
+            record = parse_record_json(text)
             owner = self._owner.pop(record.key, None)
             if owner is None:  # its climb was recorded already (a re-run after a death)
                 self.duplicates += 1

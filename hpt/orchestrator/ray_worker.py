@@ -39,6 +39,8 @@ from hpt.tasks import Sample
 # A work item on the wire: one climb, or a sample's climbs in threshold-sibling cells (run
 # together, as the in-process run does): each (cell's index in the plan, sample id, draw).
 Item = tuple[tuple[int, str, int], ...]
+# A batch of records waits this long for the next ones to land: one message carries many.
+LINGER_S = 0.01
 RATE_FIELDS = ("max_concurrency", "requests_per_minute", "tokens_per_minute")
 
 
@@ -83,9 +85,11 @@ class Opened:
 
 @dataclass
 class Landed:
-    """Records finished since the last batch, and the worker's backend counters now."""
+    """Records finished since the last batch (as samples.jsonl holds them: JSON crosses in
+    a fifth of the time Ray's pickling of a record takes), and the worker's backend
+    counters now."""
 
-    records: list[SampleRecord]
+    records: list[str]
     stats: dict[str, BackendStats] = field(default_factory=dict)
 
 
@@ -212,12 +216,15 @@ class CampaignWorker:
         ended = False
         while not ended:
             batch = [await self._landed.get()]
+            if batch[0] is not None:
+                await asyncio.sleep(LINGER_S)  # what lands meanwhile goes in the same message
             while not self._landed.empty():
                 batch.append(self._landed.get_nowait())
             records = [r for r in batch if r is not None]
             ended = len(records) < len(batch)
             if records:
-                yield Landed(records, {k: copy.copy(v) for k, v in self._stats.items()})
+                texts = [r.model_dump_json() for r in records]
+                yield Landed(texts, {k: copy.copy(v) for k, v in self._stats.items()})
         climbing = self._climbing
         if self._error is None and climbing is not None and not climbing.cancelled():
             self._error = climbing.exception()

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from hpt.orchestrator.planning import plan_cells
 from hpt.orchestrator.ray_driver import RAY_HINT, RayCampaign
 from hpt.orchestrator.spec import ConfigError
 from hpt.results.reader import read_records
-from hpt.results.records import SampleRecord
+from hpt.results.records import Attempt, SampleRecord
 from hpt.results.tally import Tally
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.run_fixtures import make_record
@@ -85,11 +86,15 @@ def _ray_actors() -> list[str]:
 
 
 class Workers(SilentObserver):
-    """Keeps the workers' live stats and counts the records told."""
+    """Keeps the workers' live stats, counts the records told and the attempts heard."""
 
     def __init__(self) -> None:
         self.workers: Mapping[str, WorkerStats] = {}
         self.told = 0
+        self.heard: Counter[tuple[str, int, bool]] = Counter()
+
+    def attempted(self, tally: Tally, attempt: Attempt) -> None:
+        self.heard[(tally.cell.title, attempt.level, attempt.resolved)] += 1
 
     def watch_workers(self, workers: Mapping[str, WorkerStats]) -> None:
         self.workers = workers
@@ -106,7 +111,8 @@ async def test_records_equal_a_single_process_run(
     with serving(fake.app()) as srv:
         settings = {"dataset": ["boolq", "samsum"], "samples_per_task": 2, "limit": 10}
         one = _spec(tmp_path / "one", data_dir, srv.base_url, **settings)
-        alone = await run_evaluation(one)
+        heard = Workers()
+        alone = await run_evaluation(one, heard)
         observer = Workers()
         spread = await run_evaluation(
             _spec(tmp_path / "ray", data_dir, srv.base_url, ray="", workers=2, **settings),
@@ -123,6 +129,8 @@ async def test_records_equal_a_single_process_run(
         assert saved[0][key] == saved[1][key]
     assert "ray" not in saved[1] and "workers" not in saved[1]
     assert observer.told == 10 * 2 * 3  # boolq + samsum at two thresholds, two draws each
+    # Each level as it finished, heard from the workers as in one process.
+    assert observer.heard == heard.heard and heard.heard.total() > 60
     assert sorted(w.samples for w in observer.workers.values()) != [0, 60]  # both worked
     assert sum(w.samples for w in observer.workers.values()) == 60
     assert {w.state for w in observer.workers.values()} == {"stopped"}

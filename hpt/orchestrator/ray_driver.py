@@ -30,11 +30,12 @@ from typing import Any
 from hpt import __version__
 from hpt.backends import BackendStats, FatalBackendError
 from hpt.graphs import STRATEGIES, ladder_strategies
-from hpt.orchestrator.observer import RunObserver, WorkerStats, WorkerWatcher
+from hpt.orchestrator.observer import AttemptWatcher, RunObserver, WorkerStats, WorkerWatcher
 from hpt.orchestrator.planning import CellPlan
 from hpt.orchestrator.ray_worker import (
     CampaignWorker,
     Failure,
+    Heard,
     Item,
     Landed,
     NodeServer,
@@ -42,7 +43,7 @@ from hpt.orchestrator.ray_worker import (
 )
 from hpt.orchestrator.scheduling import RecordSink, _interleave, outlast_cancellation
 from hpt.orchestrator.spec import ConfigError, RunSpec
-from hpt.results.records import SampleRecord, parse_record_json
+from hpt.results.records import Attempt, SampleRecord, parse_record_json
 from hpt.results.runfile import DatasetParams
 
 RAY_HINT = "--ray needs Ray: pip install 'hpt[ray]'"
@@ -165,6 +166,8 @@ class RayCampaign:
         self._tasks: set[asyncio.Task[None]] = set()
         self._events: asyncio.Queue[tuple[_Slot, int, Event]] = asyncio.Queue()
         self._local = any(spec.resolve(m).config.provider == "local" for m in spec.model_names())
+        # An observer that hears attempts hears the workers' (the levels of slow climbs).
+        self._hears = isinstance(observer, AttemptWatcher)
 
     async def __aenter__(self) -> RayCampaign:
         ray = self._ray = import_ray()
@@ -257,7 +260,7 @@ class RayCampaign:
 
     async def _open_slot(self, slot: _Slot, local_server: str | None) -> Opened:
         cells = [p.cell for p in self.plans]
-        opened = await slot.actor.open.remote(cells, local_server)
+        opened = await slot.actor.open.remote(cells, local_server, self._hears)
         if isinstance(opened, Failure):
             raise opened.error()
         slot.ready = True
@@ -279,6 +282,7 @@ class RayCampaign:
             if incarnation != slot.incarnation:
                 continue  # from a worker already replaced
             if isinstance(event, Landed):
+                self._heard(event.attempts)
                 writing = asyncio.ensure_future(self._land(slot, event.records, store))
                 await outlast_cancellation(writing)  # a batch half written is no batch
                 self._count(slot, event.stats)
@@ -360,6 +364,14 @@ class RayCampaign:
             plan.tally.add(record)
             self.observer.recorded(record, plan.tally)
 
+    def _heard(self, attempts: list[Heard]) -> None:
+        if not isinstance(self.observer, AttemptWatcher):
+            return
+        for index, level, iteration, strategy, resolved in attempts:
+            attempt = Attempt(level=level, iteration=iteration, strategy=strategy,
+                              resolved=resolved)  # fmt: skip
+            self.observer.attempted(self.plans[index].tally, attempt)
+
     def _count(self, slot: _Slot, stats: dict[str, BackendStats]) -> None:
         """The run's backend counters: the dead workers' and each live worker's latest."""
         slot.backends = stats
@@ -417,7 +429,7 @@ class RayCampaign:
             node = await self._place(slot)
             url = await self._server(node, 1)
             cells = [p.cell for p in self.plans]
-            opened = await slot.actor.open.remote(cells, url)
+            opened = await slot.actor.open.remote(cells, url, self._hears)
             event: Event = _Ready(opened) if isinstance(opened, Opened) else opened
         except self._ray.exceptions.RayError as exc:
             event = _Died(str(exc).splitlines()[0])

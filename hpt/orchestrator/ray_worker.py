@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import os
 import pickle
 import socket
@@ -26,16 +27,20 @@ from hpt import __version__
 from hpt.backends import BackendStats
 from hpt.backends.errors import FatalBackendError
 from hpt.errors import HptError, StorageError, in_chain
+from hpt.graphs.listener import attempts_heard_by
 from hpt.orchestrator.cells import open_cells
 from hpt.orchestrator.models import ResolvedModel
 from hpt.orchestrator.planning import CellPlan, generation_params, plan_cells
 from hpt.orchestrator.scheduling import START_PACE_S, Climb, _climb, _together
 from hpt.orchestrator.spec import RunSpec
-from hpt.results.records import Cell, SampleRecord
+from hpt.results.records import Attempt, Cell, SampleRecord
 from hpt.results.runfile import DatasetParams
 from hpt.structured.runtime import ProgramStore
 from hpt.tasks import Sample
 
+# An attempt heard as it finished (``AttemptWatcher``), without its calls (the record brings
+# them): its cell's index in the plan, level, selector iteration, strategy, whether resolved.
+Heard = tuple[int, int, int | None, str, bool]
 # A work item on the wire: one climb, or a sample's climbs in threshold-sibling cells (run
 # together, as the in-process run does): each (cell's index in the plan, sample id, draw).
 Item = tuple[tuple[int, str, int], ...]
@@ -86,10 +91,11 @@ class Opened:
 @dataclass
 class Landed:
     """Records finished since the last batch (as samples.jsonl holds them: JSON crosses in
-    a fifth of the time Ray's pickling of a record takes), and the worker's backend
-    counters now."""
+    a fifth of the time Ray's pickling of a record takes), the attempts heard meanwhile
+    (before their records) and the worker's backend counters now."""
 
     records: list[str]
+    attempts: list[Heard] = field(default_factory=list)
     stats: dict[str, BackendStats] = field(default_factory=dict)
 
 
@@ -136,8 +142,8 @@ async def _caught(step: Awaitable[Opened]) -> Opened | Failure:
 
 class CampaignWorker:
     """A Ray actor's body: ``open`` plans the campaign and opens its backends; then ``feed``
-    hands it items, ``climb`` streams their records back as they land, ``finish`` says no
-    more will come (the stream ends once the last has landed) and ``stop`` closes it."""
+    hands it items, ``climb`` streams their records back as they land and ``stop`` closes
+    it."""
 
     def __init__(self, spec: RunSpec, slot: int, slots: int) -> None:
         self._spec = WorkerSpec.of(spec, slot, slots)
@@ -145,7 +151,8 @@ class CampaignWorker:
         self._plans: list[CellPlan] = []
         self._samples: list[dict[str, Sample]] = []
         self._queues: dict[str, asyncio.Queue[list[Climb] | None]] = {}
-        self._landed: asyncio.Queue[SampleRecord | None] = asyncio.Queue()
+        self._landed: asyncio.Queue[SampleRecord | Heard | None] = asyncio.Queue()
+        self._hear = False
         self._climbing: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
         self._stats: dict[str, BackendStats] = {}
@@ -157,8 +164,13 @@ class CampaignWorker:
         node = ray.get_runtime_context().get_node_id()
         return node, ray.util.get_node_ip_address(), __version__  # type: ignore[no-untyped-call]
 
-    async def open(self, cells: list[Cell], local_server: str | None) -> Opened | Failure:
-        """Plan and open the cells; ``cells`` are the driver's, which these must be."""
+    async def open(
+        self, cells: list[Cell], local_server: str | None, hear: bool
+    ) -> Opened | Failure:
+        """Plan and open the cells; ``cells`` are the driver's, which these must be. With
+        ``hear``, each attempt is sent back as it finishes (the driver's observer hears
+        them)."""
+        self._hear = hear
         return await _caught(self._open(cells, local_server))
 
     async def _open(self, cells: list[Cell], local_server: str | None) -> Opened:
@@ -205,12 +217,6 @@ class CampaignWorker:
         if self._climbing is not None:
             self._climbing.cancel()
 
-    def finish(self) -> None:
-        """No more items: each climber ends once its model's queue is empty."""
-        for queue in self._queues.values():
-            for _ in range(self._spec.concurrency):
-                queue.put_nowait(None)
-
     async def climb(self) -> AsyncIterator[Landed | Failure]:
         """The records as they land, in batches; a ``Failure`` last if climbing failed."""
         ended = False
@@ -220,11 +226,11 @@ class CampaignWorker:
                 await asyncio.sleep(LINGER_S)  # what lands meanwhile goes in the same message
             while not self._landed.empty():
                 batch.append(self._landed.get_nowait())
-            records = [r for r in batch if r is not None]
-            ended = len(records) < len(batch)
-            if records:
-                texts = [r.model_dump_json() for r in records]
-                yield Landed(texts, {k: copy.copy(v) for k, v in self._stats.items()})
+            ended = batch[-1] is None
+            records = [r.model_dump_json() for r in batch if isinstance(r, SampleRecord)]
+            heard = [h for h in batch if isinstance(h, tuple)]
+            if records or heard:
+                yield Landed(records, heard, {k: copy.copy(v) for k, v in self._stats.items()})
         climbing = self._climbing
         if self._error is None and climbing is not None and not climbing.cancelled():
             self._error = climbing.exception()
@@ -244,9 +250,16 @@ class CampaignWorker:
         """``--concurrency`` climbers per evaluated model, as in one process, each taking
         the next item of its model's queue."""
         spec = self._spec
+        index = {id(p): i for i, p in enumerate(self._plans)}
+
+        def heard(plan: CellPlan, attempt: Attempt) -> None:
+            self._landed.put_nowait((index[id(plan)], attempt.level, attempt.iteration,
+                                     attempt.strategy, attempt.resolved))  # fmt: skip
 
         async def climb(plan: CellPlan, sample: Sample, draw: int) -> None:
-            self._landed.put_nowait(await _climb(plan, sample, draw))
+            with attempts_heard_by(functools.partial(heard, plan) if self._hear else None):
+                record = await _climb(plan, sample, draw)
+            self._landed.put_nowait(record)
 
         async def climber(queue: asyncio.Queue[list[Climb] | None], start_after: float) -> None:
             await asyncio.sleep(start_after)

@@ -189,7 +189,9 @@ def default_out_dir(spec: RunSpec) -> Path:
         return text[:60]
 
     models = part([redact_urls(m) for m in spec.model])  # no credentials in a folder name
-    return Path("runs") / f"{part(spec.dataset)}-{models}-{datetime.now():%Y%m%d-%H%M%S}"
+    # A shard's own: an array job's shards start in the same second.
+    shard = "" if spec.shard is None else f"-shard{spec.shard.index}of{spec.shard.count}"
+    return Path("runs") / f"{part(spec.dataset)}-{models}-{datetime.now():%Y%m%d-%H%M%S}{shard}"
 
 
 def described(task: Task) -> TaskInfo:

@@ -104,11 +104,12 @@ class Shard(BaseModel):
         if not slash or not index.strip().isdigit() or not count.strip().isdigit():
             raise ConfigError(f"--shard {text!r}: give INDEX/COUNT, e.g. --shard 2/8")
         i, n = int(index), int(count)
-        if n < 1 or not 1 <= i <= n:
+        if n < 1:
+            raise ConfigError(f"--shard {text}: the count of shards is at least 1")
+        if not 1 <= i <= n:
             raise ConfigError(
-                f"--shard {text}: shards count from 1 to COUNT (1/{max(n, 1)} .. "
-                f"{max(n, 1)}/{max(n, 1)}); an array index from 0 (Slurm, Kubernetes) is "
-                "INDEX+1"
+                f"--shard {text}: shards count from 1 to COUNT (1/{n} .. {n}/{n}); an "
+                "array index from 0 (a Kubernetes indexed job's) is INDEX+1"
             )
         return cls(index=i, count=n)
 

@@ -45,8 +45,11 @@ def bootstrap_ci(
     if len(counts) == 1:  # no spread; and the float sum below need not return v exactly
         value = float(next(iter(counts)))
         return value, value
-    values = np.array(list(counts), dtype=float)
-    probs = np.array(list(counts.values()), dtype=float) / n
+    # In value order, not the order values were first met: the interval must not depend on
+    # the order records were written (a merged run's shards, a resumed run).
+    ordered = sorted(counts.items())
+    values = np.array([v for v, _ in ordered], dtype=float)
+    probs = np.array([c for _, c in ordered], dtype=float) / n
     draws = np.random.default_rng(seed).multinomial(n, probs, size=resamples)
     means = draws @ values / n
     low, high = np.percentile(means, [2.5, 97.5])

@@ -3,13 +3,19 @@ that computes it: pure functions over sample records, streamed, in flat memory."
 
 from __future__ import annotations
 
+import json
 import statistics
+import tempfile
+import weakref
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from pydantic import BaseModel, Field
 
+from hpt.errors import StorageError
 from hpt.results.chance import ChanceLevels, chance_levels, hpi_skill
 from hpt.results.depth import (
     Discrepancy,
@@ -176,8 +182,8 @@ class Tally:
         self.m, self.penalty = m, penalty
         self.strategies = list(strategies)
         self.info = info
-        # What grows with the run is kept only where a metric needs it, so memory stays flat
-        # on datasets without a corpus metric and runs without repeated draws.
+        # What grows with the run is kept only where a metric needs it, and then compactly or
+        # on disk: memory stays flat (bench/scale.py, tests/test_scale_memory.py).
         self._keep_finals = info is not None and info.corpus_rule is not None
         self._track_draws = track_draws
         self.level_counts = dict.fromkeys(range(1, m + 1), 0)
@@ -195,19 +201,22 @@ class Tally:
         self.batched_calls = 0
         self.truncated: dict[int, int] = {}
         self.attempts = 0
-        # (final output, reference, its score) per scored sample, for text metrics
-        self.finals: list[tuple[str, str, float | None]] = []
-        # sample id -> [scored climbs, resolved at level 1, resolved at any level]
-        self.draws: dict[str, list[int]] = {}
+        # (final output, reference, its score) per scored sample, for text metrics: on disk
+        self.finals = Finals()
+        # sample id -> (scored climbs, resolved at level 1, resolved at any level); each
+        # distinct triple is one shared tuple (``_triples``), so a sample costs a dict slot
+        self.draws: dict[str, tuple[int, int, int]] = {}
+        self._triples: dict[tuple[int, int, int], tuple[int, int, int]] = {}
         # reader -> [attempts read, disagreements, resolved flips, level-1 resolutions it would
         # add (+) or take away (-)]
         self.readings: dict[str, list[int]] = {}
-        # DepthQA: node -> its judge scores (one per scored draw; None: missing), and edges
-        self.node_scores: dict[str, list[int | None]] = {}
+        # DepthQA: node -> (sum, count) of its scored draws' judge scores (a draw without a
+        # score adds nothing), and its edges; Min-K% values by depth
+        self.node_scores: dict[str, tuple[int, int]] = {}
         self.node_depth: dict[str, int] = {}
         self.node_preds: dict[str, list[str]] = {}
         self.node_succs: dict[str, list[str]] = {}
-        self.min_k: dict[int, list[float]] = {}
+        self.min_k: dict[int, array[float]] = {}
         # Summed chance levels of the scored samples; None once one has no option count.
         self.chance_sums: list[float] | None = [0.0, 0.0, 0.0] if mode == "standard" else None
         self._chance_by_k: dict[int, ChanceLevels] = {}
@@ -291,12 +300,15 @@ class Tally:
             self.node_preds[record.node_id] = record.predecessors
             self.node_succs[record.node_id] = record.successors
             if record.min_k_prob is not None:
-                self.min_k.setdefault(record.depth, []).append(record.min_k_prob)
+                self.min_k.setdefault(record.depth, array("d")).append(record.min_k_prob)
         if unjudged(record.attempts):
             self.judge_missing += 1
             return
         if isinstance(record, DepthRecord):
-            self.node_scores.setdefault(record.node_id, []).append(record.judge_score)
+            total, count = self.node_scores.get(record.node_id, (0, 0))
+            if record.judge_score is not None:
+                total, count = total + record.judge_score, count + 1
+            self.node_scores[record.node_id] = total, count
         for attempt in record.attempts:
             for name, other in attempt.alternatives.items():
                 counts = self.readings.setdefault(name, [0, 0, 0, 0])
@@ -317,13 +329,13 @@ class Tally:
             record.mode, record.resolved_level, record.iteration, self.m, self.penalty
         )
         if self._track_draws:
-            counts = self.draws.setdefault(record.sample_id, [0, 0, 0])
-            counts[0] += 1
-            counts[1] += record.resolved_level == 1
-            counts[2] += record.resolved_level is not None
+            climbs, level1, anywhere = self.draws.get(record.sample_id, (0, 0, 0))
+            drawn = (climbs + 1, level1 + (record.resolved_level == 1),
+                     anywhere + (record.resolved_level is not None))  # fmt: skip
+            self.draws[record.sample_id] = self._triples.setdefault(drawn, drawn)
         final = record.attempts[-1] if record.attempts else None
         if final is not None and self._keep_finals:
-            self.finals.append((final.parsed or "", record.target, final.score))
+            self.finals.append(final.parsed or "", record.target, final.score)
 
     def _add_chance(self, options: int | None) -> None:
         if self.chance_sums is None:
@@ -367,13 +379,13 @@ class Tally:
 
     def text_score(self) -> tuple[str | None, float | None]:
         info = self.info
-        if info is None or info.corpus_rule is None or not self.finals:
+        if info is None or info.corpus_rule is None or not self.finals.count:
             return None, None
         rule = CORPUS_RULES.get(info.corpus_rule)
         if rule is None:  # a plugin's rule, and the plugin is not loaded: no score, no crash
             return info.corpus_metric, None
-        outputs, references, scores = zip(*self.finals, strict=True)
-        return info.corpus_metric, rule(list(outputs), list(references), scores)
+        outputs, references, scores = self.finals.read()
+        return info.corpus_metric, rule(outputs, references, scores)
 
     def pass_at(self) -> dict[str, float]:
         most = max((c[0] for c in self.draws.values()), default=0)
@@ -452,10 +464,8 @@ class Tally:
             return {"judge_missing": self.judge_missing} if self.judge_missing else {}
         # A node's score: the mean over its scored draws; a node no draw of which was scored
         # has none, and is in no mean and no discrepancy.
-        scores: dict[str, float | None] = {}
-        for node, given in self.node_scores.items():
-            known = [s for s in given if s is not None]
-            scores[node] = sum(known) / len(known) if known else None
+        scores = {node: total / count if count else None
+                  for node, (total, count) in self.node_scores.items()}  # fmt: skip
         means = depth_means(scores, self.node_depth)
         nodes = depth_scores(scores, self.node_depth)
         return {
@@ -464,11 +474,49 @@ class Tally:
             "forward_discrepancy": forward_discrepancy(scores, self.node_depth, self.node_preds),
             "backward_discrepancy": backward_discrepancy(scores, self.node_depth, self.node_succs),
             "judge_missing": self.judge_missing,
-            "min_k_prob": {str(d): _spread(self.min_k.get(d, [])) for d in (1, 2, 3)},
+            "min_k_prob": {str(d): _spread(self.min_k.get(d, array("d"))) for d in (1, 2, 3)},
         }
 
 
-def _spread(values: list[float]) -> dict[str, float | None]:
+class Finals:
+    """Each scored sample's final output, its reference and its score, for a corpus metric,
+    appended to an anonymous temporary file (gone with the tally, or the process) and read
+    back whole when the metric is computed: a run's memory does not hold its outputs."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._file: IO[bytes] | None = None
+
+    def append(self, output: str, reference: str, score: float | None) -> None:
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile()
+                weakref.finalize(self, self._file.close)
+            # JSON keeps a str and a float's repr exactly; one line each (newlines escaped).
+            self._file.write(json.dumps([output, reference, score]).encode() + b"\n")
+        except OSError as exc:
+            raise StorageError(
+                "a corpus metric's outputs", Path(tempfile.gettempdir()), exc
+            ) from None
+        self.count += 1
+
+    def read(self) -> tuple[list[str], list[str], list[float | None]]:
+        outputs: list[str] = []
+        references: list[str] = []
+        scores: list[float | None] = []
+        if self._file is None:
+            return outputs, references, scores
+        self._file.seek(0)
+        for line in self._file:
+            output, reference, score = json.loads(line)
+            outputs.append(output)
+            references.append(reference)
+            scores.append(score)
+        self._file.seek(0, 2)  # appends go on at the end
+        return outputs, references, scores
+
+
+def _spread(values: Sequence[float]) -> dict[str, float | None]:
     return {
         "n": len(values),
         "mean": statistics.fmean(values) if values else None,

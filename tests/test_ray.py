@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from hpt.backends import FatalBackendError
@@ -24,6 +25,7 @@ from hpt.orchestrator.observer import SilentObserver, WorkerStats
 from hpt.orchestrator.penalties import run_penalties
 from hpt.orchestrator.planning import plan_cells
 from hpt.orchestrator.ray_driver import RAY_HINT, RayCampaign
+from hpt.orchestrator.ray_worker import NodeServer
 from hpt.orchestrator.spec import ConfigError
 from hpt.results.reader import read_records
 from hpt.results.records import Attempt, SampleRecord
@@ -292,3 +294,48 @@ async def test_a_record_already_written_is_dropped(data_dir: Path, tmp_path: Pat
     assert [r.sample_id for r in store.written] == [first]
     assert campaign.duplicates == 2
     assert plans[0].tally.n == 1
+
+
+class Servers(SilentObserver):
+    """The embedded servers' actors when the climbs start."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
+        self.names = [n for n in _ray_actors() if n.startswith("hpt-embedded-")]
+
+
+@pytest.mark.embedded
+async def test_the_embedded_model_runs_one_server_per_node_for_its_workers(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    observer = Servers()
+    spec = RunSpec.model_validate(
+        {"dataset": "boolq", "model": "local", "limit": 2, "concurrency": 1, "cache": False,
+         "strategies": ["role"], "params": {"max_tokens": 32}, "data_dir": data_dir,
+         "out": tmp_path / "run", "ray": "", "workers": 2}
+    )  # fmt: skip
+    result = await run_evaluation(spec, observer)
+    assert result.complete and result.summary.samples == 2
+    assert len(observer.names) == 1  # this machine is one node: one server, two workers
+    assert _ray_actors() == []
+
+
+@pytest.mark.embedded
+async def test_a_nodes_embedded_server_dies_with_its_actor() -> None:
+    server = ray.remote(NodeServer).options(num_cpus=0).remote(2)
+    url = await server.url.remote()
+    assert isinstance(url, str), url
+    health = url.removesuffix("/v1") + "/health"
+    async with httpx.AsyncClient(timeout=2) as client:
+        assert (await client.get(health)).status_code == 200
+        ray.kill(server, no_restart=True)  # as a lost node's actor: no clean-up of its own
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                await client.get(health)
+            except httpx.TransportError:
+                return  # nothing listens there any more
+            await asyncio.sleep(0.2)
+    pytest.fail(f"the embedded server at {url} outlived its actor")

@@ -280,8 +280,9 @@ class CampaignWorker:
 
 class NodeServer:
     """The embedded model server of one node, shared by the workers there (a Ray actor
-    pinned to the node). It runs in a child process that stops the server when its stdin
-    closes, so the server dies with this actor however the actor ends."""
+    pinned to the node). A detached process runs it and stops it when its stdin closes, so
+    the server dies with this actor however the actor ends (Ray kills a dead worker's
+    children at once, which would leave their own children, the server, running)."""
 
     def __init__(self, slots: int) -> None:
         self._slots = slots
@@ -313,8 +314,9 @@ class NodeServer:
 
     async def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.stdin is not None:
+        if proc is not None and proc.stdin is not None and proc.stdout is not None:
             proc.stdin.close()
+            await proc.stdout.read()  # the end of its output: it has stopped the server
             await proc.wait()
 
 
@@ -332,6 +334,11 @@ async def _serve_until_stdin_closes(slots: int) -> None:
 
 
 if __name__ == "__main__":
+    # Detached (a new session, then a fork whose parent exits at once): out of the actor's
+    # process tree, so Ray's kill of the actor's children does not reach it.
+    os.setsid()
+    if os.fork():
+        os._exit(0)
     try:
         asyncio.run(_serve_until_stdin_closes(int(sys.argv[1])))
     except HptError as exc:

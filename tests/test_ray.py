@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -20,17 +22,21 @@ import httpx
 import pytest
 
 from hpt.backends import FatalBackendError
+from hpt.cli.common import EXIT_INTERRUPTED
 from hpt.orchestrator import RunSpec, run_evaluation
 from hpt.orchestrator.observer import SilentObserver, WorkerStats
 from hpt.orchestrator.penalties import run_penalties
 from hpt.orchestrator.planning import plan_cells
 from hpt.orchestrator.ray_driver import RAY_HINT, RayCampaign
 from hpt.orchestrator.ray_worker import NodeServer
+from hpt.orchestrator.resume import load_saved_spec
 from hpt.orchestrator.spec import ConfigError
 from hpt.results.reader import read_records
 from hpt.results.records import Attempt, SampleRecord
 from hpt.results.tally import Tally
 from tests.backend_helpers import FAST_RETRY, serving
+from tests.conftest import interruptible
+from tests.run_faults import env, run_cmd, wait_until
 from tests.run_fixtures import make_record
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI
@@ -339,3 +345,31 @@ async def test_a_nodes_embedded_server_dies_with_its_actor() -> None:
                 return  # nothing listens there any more
             await asyncio.sleep(0.2)
     pytest.fail(f"the embedded server at {url} outlived its actor")
+
+
+def test_ctrl_c_stops_the_workers_and_leaves_a_resumable_run(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """``hpt run --ray`` starting its own local Ray, interrupted as a terminal's Ctrl-C
+    does: it says how to go on, keeps what landed, and a resume over Ray finishes it."""
+    fake = FakeOpenAI(lambda body: "I am not sure.", delay_s=0.2)
+    out = tmp_path / "run"
+    samples = out / "samples.jsonl"
+    with serving(fake.app()) as srv:
+        cmd = run_cmd(srv.base_url, data_dir, out, 40, "--ray", "--workers", "2", "--no-cache")
+        proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, preexec_fn=interruptible)  # fmt: skip
+        wait_until(lambda: samples.exists() and samples.read_text().count("\n") >= 3,
+                   "three records", timeout=120)  # fmt: skip
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == EXIT_INTERRUPTED, err
+        assert err.strip().endswith(f"Continue with: hpt run --resume {out}"), err
+        kept = len(list(read_records(out)))
+        assert 3 <= kept < 40
+        spec = load_saved_spec(out).run_spec()
+        resumed = spec.restore_credentials([]).model_copy(update={"ray": "", "out": out})
+        result = asyncio.run(run_evaluation(resumed, resume=True))
+    assert result.complete
+    ids = [r.sample_id for r in read_records(out)]
+    assert len(ids) == len(set(ids)) == 40

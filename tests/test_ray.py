@@ -23,7 +23,7 @@ import pytest
 
 from hpt.backends import FatalBackendError
 from hpt.cli.common import EXIT_INTERRUPTED
-from hpt.orchestrator import RunSpec, run_evaluation
+from hpt.orchestrator import RunSpec, ray_driver, run_evaluation
 from hpt.orchestrator.observer import SilentObserver, WorkerStats
 from hpt.orchestrator.penalties import run_penalties
 from hpt.orchestrator.planning import plan_cells
@@ -146,33 +146,49 @@ async def test_records_equal_a_single_process_run(
 
 
 class Killer(Workers):
-    """Kills the first worker once ``after`` records were told."""
+    """Kills the first worker once ``after`` records were told; notes when a worker starts
+    in its place (seen as records land)."""
 
     def __init__(self, after: int) -> None:
         super().__init__()
         self.after = after
+        self.killed_at = self.back_at = 0.0
+        self._dead = False
 
     def recorded(self, record: SampleRecord, tally: Tally) -> None:
         super().recorded(record, tally)
+        state = self.workers["worker 1"].state
         if self.told == self.after:
             ray.kill(ray.get_actor("hpt-worker-1.1"), no_restart=True)
+            self.killed_at = time.monotonic()
+        elif self.killed_at and state == "dead":
+            self._dead = True
+        elif self._dead and not self.back_at:
+            self.back_at = time.monotonic()
 
 
 async def test_a_worker_killed_mid_run_is_replaced_and_every_sample_is_recorded_once(
-    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path
-) -> None:
-    fake = FakeOpenAI(KeyedResponder(boolq_answers, "zero_shot_cot"), delay_s=0.05)
+    boolq_answers: dict[str, str], data_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Under a per-minute limit, the replacement (given the dead worker's share) starts
+    only once the dead one's last minute is over (here made 5 s)."""
+    monkeypatch.setattr(ray_driver, "LIMIT_WINDOW_S", 5.0)
+    fake = FakeOpenAI(KeyedResponder(boolq_answers, "zero_shot_cot"), delay_s=0.3)
     observer = Killer(after=6)
     with serving(fake.app()) as srv:
-        spec = _spec(tmp_path / "run", data_dir, srv.base_url, ray="", workers=2, limit=40)
+        spec = _spec(tmp_path / "run", data_dir, srv.base_url, ray="", workers=2, limit=60,
+                     requests_per_minute=10**6)  # fmt: skip
         result = await run_evaluation(spec, observer)
     assert result.complete
     ids = [r.sample_id for r in read_records(tmp_path / "run")]
-    assert len(ids) == len(set(ids)) == 40
-    assert result.summary.samples == 40
+    assert len(ids) == len(set(ids)) == 60
+    assert result.summary.samples == 60
     first = observer.workers["worker 1"]
     assert first.restarts == 1  # its place was filled again
-    assert observer.told == 40
+    assert observer.back_at, "no worker took the dead one's place while records landed"
+    assert observer.back_at - observer.killed_at >= 5.0
+    assert observer.told == 60
     assert _ray_actors() == []
 
 

@@ -317,7 +317,7 @@ class RayCampaign:
         self._holder: dict[int, _Slot] = {}
         models = sum(1 for m in per_model if m)
         climbers = self.spec.concurrency * max(1, models)
-        self._backlog = max(1, BACKLOG * climbers)
+        self._backlog = max(1, int(BACKLOG * climbers))
         self._chunk = max(1, int(CHUNK * climbers))
 
     def _dispatch(self, slot: _Slot) -> None:

@@ -40,6 +40,8 @@ from tests.run_faults import env, run_cmd, wait_until
 from tests.run_fixtures import make_record
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI
+from tests.test_cli import hpt
+from tests.test_plugins import _check_run, _write_plugin
 
 ray = pytest.importorskip("ray")
 
@@ -389,3 +391,15 @@ def test_ctrl_c_stops_the_workers_and_leaves_a_resumable_run(
     assert result.complete
     ids = [r.sample_id for r in read_records(out)]
     assert len(ids) == len(set(ids)) == 40
+
+
+def test_workers_load_the_runs_plugins(tmp_path: Path) -> None:
+    """A plugin's dataset, provider and strategy, run over Ray workers that import it."""
+    site = _write_plugin(tmp_path / "plug")
+    out = tmp_path / "run"
+    result = hpt("--plugin", "parityplug", "run", "--dataset", "parity", "--model", "echo:even",
+                 "--strategies", "ask_again,role", "--strategy-arg", "ask_again.times=3",
+                 "--out", str(out), "--no-cache", "--ray", "--workers", "2",
+                 env={"PYTHONPATH": str(site)})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    _check_run(out, times=3)

@@ -33,6 +33,7 @@ from hpt.orchestrator.models import ResolvedModel
 from hpt.orchestrator.planning import CellPlan, generation_params, plan_cells
 from hpt.orchestrator.scheduling import START_PACE_S, Climb, _climb, _together
 from hpt.orchestrator.spec import RunSpec
+from hpt.plugins import load_plugins
 from hpt.results.records import Attempt, Cell, SampleRecord
 from hpt.results.runfile import DatasetParams
 from hpt.structured.runtime import ProgramStore
@@ -179,6 +180,8 @@ class CampaignWorker:
 
             os.environ[SERVER_ENV] = local_server
         spec = self._spec
+        # What the driver loaded: installed plugins, then the run's (importable here too).
+        load_plugins(spec.plugins)
         self._plans = await plan_cells(spec)
         mine = [p.cell for p in self._plans]
         if mine != cells:

@@ -221,3 +221,37 @@ def test_a_depthqa_node_keeps_two_numbers_however_many_draws() -> None:
         str(d): {"n": len(v), "mean": statistics.fmean(v), "median": statistics.median(v)}
         for d, v in sorted(min_k.items())
     }
+
+
+def test_a_resumed_runs_finished_keys_are_marks_not_tuples() -> None:
+    from types import SimpleNamespace
+
+    from hpt.orchestrator.resume import FinishedRecords
+    from hpt.results import Cell
+
+    samples = [SimpleNamespace(id=f"gsm8k-test-{i}") for i in range(4000)]
+    cells = [Cell("gsm8k", "a", "standard"), Cell("gsm8k", "b", "standard", 0.5)]
+    plans: Any = {cell: SimpleNamespace(samples=samples) for cell in cells}
+    finished = FinishedRecords(plans)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(0, 4000, 2):  # as read back: each key built anew from a record
+            finished.add(cells[0].key(f"gsm8k-test-{i}", 0))
+            finished.add(cells[1].key(f"gsm8k-test-{i}", 1))
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # A key tuple and its own id string took ~220 bytes a record; the marks take one byte a
+    # planned sample, the index of ids ~70 bytes a sample once for both cells.
+    assert kept / 4000 < 100, kept / 4000
+    finished.add(cells[0].key("gsm8k-test-0", 0))  # a duplicate counts once
+    finished.add(Cell("gsm8k", "a", "standard").key("gone-7", 0))  # not in the plan
+    assert len(finished) == 4001
+    assert cells[0].key("gsm8k-test-2", 0) in finished
+    assert cells[0].key("gsm8k-test-2", 1) not in finished  # another draw
+    assert cells[0].key("gsm8k-test-3", 0) not in finished  # another sample
+    assert cells[1].key("gsm8k-test-2", 0) not in finished
+    assert cells[1].key("gsm8k-test-2", 1) in finished
+    assert Cell("gsm8k", "c", "standard").key("gsm8k-test-2", 0) not in finished
+    assert cells[0].key("gone-7", 0) in finished and cells[1].key("gone-7", 0) not in finished

@@ -1,11 +1,18 @@
-"""Memory at scale: a 50,000-sample run streams its records to disk in flat memory, and the
-report and the trace viewer read the store incrementally.
+"""Memory at scale: a run streams its records to disk in flat memory (what grows with the run
+is kept on disk or in compact arrays), and the report and the trace viewer read the store
+incrementally.
 
 The data is GSM8K's test questions repeated to N rows (its train split for exemplars), the
-server bench/lean_server.py in its own process answering at once; each sample takes three
-calls (role -> zero-shot CoT -> three-shot CoT). RSS is read from /proc every 5,000 records.
+server bench/lean_server.py in its own process answering at once, never with GSM8K's answer:
+each sample climbs the whole ladder, three calls by default (role -> zero-shot CoT ->
+three-shot CoT), one with ``--strategies role``, which is what makes a million samples take
+reasonable time on two cores. RSS is read from /proc every ``--every`` records (5,000, or a
+twentieth of the run past 100,000 samples) and printed as a table, with the growth per
+sample past the first reading (warm-up: connections, the cache's first pages) and what
+loading the data and planning the run took before the first record.
 
     .venv/bin/python bench/scale.py [--samples 50000]
+    .venv/bin/python bench/scale.py --samples 1000000 --strategies role --run-only
 """
 
 from __future__ import annotations
@@ -37,17 +44,36 @@ def rss_mb() -> float:
 
 
 class Memory(SilentObserver):
-    def __init__(self) -> None:
+    """RSS (MB) and seconds since the start, at the start and every ``every`` records,
+    printed as a table row as each is read (a long run shows its readings as it goes)."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
         self.samples = 0
-        self.readings: list[tuple[int, float]] = []
+        self.t0 = 0.0
+        self.readings: list[tuple[int, float, float]] = []
 
     def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
-        self.readings.append((0, rss_mb()))
+        self.t0 = time.perf_counter()
+        print("| records | RSS (MB) | since start (MB) | s |\n|---:|---:|---:|---:|")
+        self.read()
 
     def recorded(self, record: object, tally: object) -> None:
         self.samples += 1
-        if self.samples % 5000 == 0:
-            self.readings.append((self.samples, rss_mb()))
+        if self.samples % self.every == 0:
+            self.read()
+
+    def read(self) -> None:
+        n, mb, at = self.samples, rss_mb(), time.perf_counter() - self.t0
+        self.readings.append((n, mb, at))
+        print(f"| {n:,} | {mb:.0f} | {mb - self.readings[0][1]:+.0f} | {at:.0f} |", flush=True)
+
+    def growth(self) -> float | None:
+        """Bytes of RSS per record from the first reading after the start to the last."""
+        if len(self.readings) < 3:
+            return None
+        (n0, mb0, _), (n1, mb1, _) = self.readings[1], self.readings[-1]
+        return (mb1 - mb0) * 2**20 / (n1 - n0)
 
 
 def make_data(src: Path, dst: Path, n: int) -> None:
@@ -84,20 +110,37 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=50_000)
     ap.add_argument("--concurrency", type=int, default=100)
     ap.add_argument(
+        "--strategies",
+        default="role,zero_shot_cot,three_shot_cot",
+        help="the ladder, comma-separated: its length is the calls per sample",
+    )
+    ap.add_argument(
+        "--every",
+        type=int,
+        default=0,
+        help="records between RSS readings (default: 5,000, or samples / 20)",
+    )
+    ap.add_argument("--no-cache", action="store_true", help="without hpt's response cache")
+    ap.add_argument("--run-only", action="store_true",
+                    help="skip timing hpt report and hpt view over the run")  # fmt: skip
+    ap.add_argument(
         "--data-dir", default=os.environ.get("HPT_DATA_DIR", str(REPO.parent / "shared" / "data"))
     )
     args = ap.parse_args()
+    every = args.every or (5000 if args.samples <= 100_000 else args.samples // 20)
     with lean_server.running() as port, tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
         make_data(Path(args.data_dir), data, args.samples)
+        data_mb = (data / "gsm8k" / "test.jsonl").stat().st_size / 1e6
         os.environ.update(OPENAI_API_KEY="bench-key", HPT_CACHE_DIR=f"{tmp}/cache")
         out = Path(tmp) / "run"
         spec = RunSpec(dataset="gsm8k", model="openai:bench-model",
                        base_url=f"http://127.0.0.1:{port}/v1",
-                       strategies=["role", "zero_shot_cot", "three_shot_cot"],
+                       strategies=args.strategies.split(","), cache=not args.no_cache,
                        concurrency=args.concurrency, max_concurrency=args.concurrency,
                        data_dir=data, out=out)  # fmt: skip
-        memory = Memory()
+        memory = Memory(every)
+        before = rss_mb()
         t = time.perf_counter()
         result = asyncio.run(run_evaluation(spec, memory))
         wall = time.perf_counter() - t
@@ -107,9 +150,15 @@ def main() -> None:
         size = (out / "samples.jsonl").stat().st_size
         print(f"run: {s.samples} samples, {s.calls} calls in {wall:.1f} s "
               f"({s.samples / wall:.1f} samples/s); records {size / 1e6:.0f} MB")  # fmt: skip
-        print("RSS (MB) after N records: "
-              + ", ".join(f"{n}: {mb:.0f}" for n, mb in memory.readings))  # fmt: skip
-        print(f"run peak RSS: {peak:.0f} MB (data and exemplars loaded: {args.samples} rows)")
+        print(f"RSS before the run {before:.0f} MB; at its start {memory.readings[0][1]:.0f} "
+              f"MB: the data loaded ({args.samples:,} rows, {data_mb:.0f} MB of JSON lines, "
+              "and the exemplars) and the run planned")  # fmt: skip
+        growth = memory.growth()
+        if growth is not None:
+            print(f"growth past the first reading: {growth:.0f} bytes of RSS a sample")
+        print(f"run peak RSS: {peak:.0f} MB")
+        if args.run_only:
+            return
         r_wall, r_peak = peak_of(["report", str(out), "--out", f"{tmp}/report"])
         print(f"hpt report: {r_wall:.1f} s, peak RSS {r_peak:.0f} MB")
         v_wall, v_peak = peak_of(["view", str(out), "--no-open", "--out", f"{tmp}/view.html"])

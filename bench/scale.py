@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import resource
@@ -44,18 +45,22 @@ def rss_mb() -> float:
 
 
 class Memory(SilentObserver):
-    """RSS (MB) and seconds since the start, at the start and every ``every`` records,
-    printed as a table row as each is read (a long run shows its readings as it goes)."""
+    """RSS (MB), the Python heap's live blocks and seconds since the start, at the start and
+    every ``every`` records, printed as a table row as each is read (a long run shows its
+    readings as it goes). The blocks (every object and buffer Python allocated and has not
+    freed) say what RSS cannot: loading the data frees more than the run then holds, and the
+    allocator reuses that memory before RSS grows."""
 
     def __init__(self, every: int) -> None:
         self.every = every
         self.samples = 0
         self.t0 = 0.0
-        self.readings: list[tuple[int, float, float]] = []
+        self.readings: list[tuple[int, float, int, float]] = []
 
     def started(self, spec: RunSpec, total: int, out: Path, done: int = 0) -> None:
         self.t0 = time.perf_counter()
-        print("| records | RSS (MB) | since start (MB) | s |\n|---:|---:|---:|---:|")
+        print("| records | RSS (MB) | since start (MB) | live blocks | since start | s |")
+        print("|---:|---:|---:|---:|---:|---:|")
         self.read()
 
     def recorded(self, record: object, tally: object) -> None:
@@ -64,16 +69,21 @@ class Memory(SilentObserver):
             self.read()
 
     def read(self) -> None:
-        n, mb, at = self.samples, rss_mb(), time.perf_counter() - self.t0
-        self.readings.append((n, mb, at))
-        print(f"| {n:,} | {mb:.0f} | {mb - self.readings[0][1]:+.0f} | {at:.0f} |", flush=True)
+        gc.collect()  # cyclic garbage waiting for the collector is not held state
+        n, mb, blocks = self.samples, rss_mb(), sys.getallocatedblocks()
+        at = time.perf_counter() - self.t0
+        self.readings.append((n, mb, blocks, at))
+        _, mb0, blocks0, _ = self.readings[0]
+        print(f"| {n:,} | {mb:.0f} | {mb - mb0:+.0f} | {blocks:,} | {blocks - blocks0:+,} "
+              f"| {at:.0f} |", flush=True)  # fmt: skip
 
-    def growth(self) -> float | None:
-        """Bytes of RSS per record from the first reading after the start to the last."""
+    def growth(self) -> tuple[float, float] | None:
+        """Bytes of RSS and live blocks per record, from the first reading after the start
+        (past warm-up) to the last."""
         if len(self.readings) < 3:
             return None
-        (n0, mb0, _), (n1, mb1, _) = self.readings[1], self.readings[-1]
-        return (mb1 - mb0) * 2**20 / (n1 - n0)
+        (n0, mb0, b0, _), (n1, mb1, b1, _) = self.readings[1], self.readings[-1]
+        return (mb1 - mb0) * 2**20 / (n1 - n0), (b1 - b0) / (n1 - n0)
 
 
 def make_data(src: Path, dst: Path, n: int) -> None:
@@ -155,7 +165,8 @@ def main() -> None:
               "and the exemplars) and the run planned")  # fmt: skip
         growth = memory.growth()
         if growth is not None:
-            print(f"growth past the first reading: {growth:.0f} bytes of RSS a sample")
+            print(f"growth a sample past the first reading: {growth[0]:.0f} bytes of RSS, "
+                  f"{growth[1]:.3f} live blocks")  # fmt: skip
         print(f"run peak RSS: {peak:.0f} MB")
         if args.run_only:
             return

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -27,7 +28,7 @@ from hpt.orchestrator import RunSpec, ray_driver, run_evaluation
 from hpt.orchestrator.observer import SilentObserver, WorkerStats
 from hpt.orchestrator.penalties import run_penalties
 from hpt.orchestrator.planning import plan_cells
-from hpt.orchestrator.ray_driver import RAY_HINT, RayCampaign
+from hpt.orchestrator.ray_driver import RAY_HINT, RayCampaign, _Slot
 from hpt.orchestrator.ray_worker import NodeServer
 from hpt.orchestrator.resume import load_saved_spec
 from hpt.orchestrator.spec import ConfigError
@@ -308,16 +309,19 @@ async def test_a_record_already_written_is_dropped(data_dir: Path, tmp_path: Pat
         async def append(self, records: list[SampleRecord]) -> None:
             self.written += records
 
-    store, slot = Store(), type("Slot", (), {})()
-    slot.stats = WorkerStats("worker 1")
+    handed: list[list[Any]] = []
+    actor = SimpleNamespace(feed=SimpleNamespace(remote=handed.append))
+    store, slot = Store(), _Slot(0, WorkerStats("worker 1"), actor=actor, ready=True)
+    campaign._dispatch(slot)
+    assert sum(map(len, handed)) == 3 and slot.stats.in_flight == 3
     first = plans[0].samples[0].id
     record = make_record(first, model=MODEL, level=1, penalty=plans[0].tally.penalty)
     text = record.model_dump_json()
-    await campaign._land(slot, [text], store)  # type: ignore[arg-type]
-    await campaign._land(slot, [text, text], store)  # type: ignore[arg-type]
+    await campaign._land(slot, [text], store)
+    await campaign._land(slot, [text, text], store)
     assert [r.sample_id for r in store.written] == [first]
     assert campaign.duplicates == 2
-    assert plans[0].tally.n == 1
+    assert plans[0].tally.n == 1 and slot.stats.in_flight == 2
 
 
 class Servers(SilentObserver):

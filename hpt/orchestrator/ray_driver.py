@@ -277,7 +277,7 @@ class RayCampaign:
         self._lay_out()
         for slot in self._slots:
             self._dispatch(slot)
-        while self._left:
+        while self._unfinished:
             slot, incarnation, event = await self._events.get()
             if incarnation != slot.incarnation:
                 continue  # from a worker already replaced
@@ -305,15 +305,15 @@ class RayCampaign:
         per_model = [_interleave([p for p in self.plans if p.model_name == m])
                      for m in self.spec.model]  # fmt: skip
         groups = [g for batch in itertools.zip_longest(*per_model) for g in batch if g]
-        self._items: list[Item] = []
+        self._items: list[Item] = [tuple((index[id(p)], s.id, draw) for p, s, draw in group)
+                                   for group in groups]  # fmt: skip
+        self._queue = deque(range(len(groups)))
+        self._unfinished = len(groups)
+        # The climbs handed out and not yet recorded, by record key (what is not among them
+        # was recorded already, or never handed out), and how many each item has left: both
+        # kept for the items handed out only.
         self._owner: dict[tuple[object, ...], tuple[int, CellPlan]] = {}
         self._left: dict[int, int] = {}
-        for i, group in enumerate(groups):
-            self._items.append(tuple((index[id(p)], s.id, draw) for p, s, draw in group))
-            for p, s, draw in group:
-                self._owner[p.cell.key(s.id, draw)] = (i, p)
-            self._left[i] = len(group)
-        self._queue = deque(range(len(groups)))
         self._holder: dict[int, _Slot] = {}
         models = sum(1 for m in per_model if m)
         climbers = self.spec.concurrency * max(1, models)
@@ -329,6 +329,12 @@ class RayCampaign:
             take = min(room, self._chunk, len(self._queue))
             chunk = [self._queue.popleft() for _ in range(take)]
             for item in chunk:
+                if item not in self._left:  # handed out for the first time
+                    climbs = self._items[item]
+                    for index, sample_id, draw in climbs:
+                        plan = self.plans[index]
+                        self._owner[plan.cell.key(sample_id, draw)] = (item, plan)
+                    self._left[item] = len(climbs)
                 slot.outstanding.add(item)
                 self._holder[item] = slot
                 slot.stats.in_flight += self._left[item]
@@ -352,6 +358,8 @@ class RayCampaign:
                 holder.stats.in_flight -= 1
             if not self._left[item]:
                 del self._left[item]
+                self._items[item] = ()  # done: kept no longer
+                self._unfinished -= 1
                 if holder is not None:
                     holder.outstanding.discard(item)
                     del self._holder[item]

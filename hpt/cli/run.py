@@ -242,7 +242,7 @@ def add_parser(sub: Any) -> None:
         const="",
         metavar="ADDRESS",
         help="climb in Ray workers (pip install 'hpt[ray]'), this process writing the run: the "
-        "cluster at ADDRESS (HOST:6379, ray://HOST:10001), else RAY_ADDRESS's or a local Ray",
+        "cluster at ADDRESS (HOST:6379, auto), else RAY_ADDRESS's, else a local Ray",
     )
     run.add_argument(
         "--workers",

@@ -129,7 +129,7 @@ def main() -> None:
             whole = time.perf_counter() - t
             per_record = wall / samples * 1000
             base = base or per_record
-            print(f"{name:>16}: {calls / wall:7.0f} calls/s, {samples / wall:6.0f} samples/s "
+            print(f"{name:>16}: {calls / wall:7.4g} calls/s, {samples / wall:6.4g} samples/s "
                   f"({calls} calls in {wall:.2f}s; {whole - wall:.1f}s to start and end); "
                   f"driver CPU {cpu / samples * 1000:.3f} ms a record; wall "
                   f"{per_record - base:+.3f} ms a record vs one process")  # fmt: skip

@@ -32,7 +32,7 @@ from hpt.orchestrator.planning import (
     generation_params,
     plan_cells,
 )
-from hpt.orchestrator.resume import load_saved_spec, read_back
+from hpt.orchestrator.resume import FinishedRecords, load_saved_spec, read_back
 from hpt.orchestrator.scheduling import climb_all, collector_for_climb, outlast_cancellation
 from hpt.orchestrator.spec import ConfigError, RunSpec, SavedSpec
 from hpt.results.costs import ModelPrice
@@ -134,7 +134,7 @@ async def _run_locked(
     store = RunStore(out)
     # The DSPy strategies' optimised programs (one per dataset x model x strategy).
     programs = ProgramStore(out, spec.programs)
-    done: set[tuple[Any, ...]] = set()
+    done = FinishedRecords()
     if resume:
         saved = load_saved_spec(out)
         if saved.hpt_version != __version__:

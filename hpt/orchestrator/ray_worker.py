@@ -24,7 +24,7 @@ from pathlib import Path
 from pydantic import PrivateAttr
 
 from hpt import __version__
-from hpt.backends import BackendStats
+from hpt.backends import BackendStats, RateLimitFields
 from hpt.backends.errors import FatalBackendError
 from hpt.errors import HptError, StorageError, in_chain
 from hpt.graphs.listener import attempts_heard_by
@@ -47,7 +47,8 @@ Heard = tuple[int, int, int | None, str, bool]
 Item = tuple[tuple[int, str, int], ...]
 # A batch of records waits this long for the next ones to land: one message carries many.
 LINGER_S = 0.01
-RATE_FIELDS = ("max_concurrency", "requests_per_minute", "tokens_per_minute")
+# The limits split over the workers: calls in flight, requests and tokens per minute.
+RATE_FIELDS = tuple(RateLimitFields.model_fields)
 
 
 def limit_share(value: int, slot: int, slots: int) -> int:

@@ -41,7 +41,7 @@ from hpt.orchestrator.ray_worker import (
     NodeServer,
     Opened,
 )
-from hpt.orchestrator.scheduling import RecordSink, _interleave, outlast_cancellation
+from hpt.orchestrator.scheduling import RecordSink, interleave, outlast_cancellation
 from hpt.orchestrator.spec import ConfigError, RunSpec
 from hpt.results.records import Attempt, SampleRecord, parse_record_json
 from hpt.results.runfile import DatasetParams
@@ -302,7 +302,7 @@ class RayCampaign:
         """The work items: each model's climbs round-robin over its cells (threshold
         siblings together, as in one process), the models' in turn."""
         index = {id(p): i for i, p in enumerate(self.plans)}
-        per_model = [_interleave([p for p in self.plans if p.model_name == m])
+        per_model = [interleave([p for p in self.plans if p.model_name == m])
                      for m in self.spec.model]  # fmt: skip
         groups = [g for batch in itertools.zip_longest(*per_model) for g in batch if g]
         self._items: list[Item] = [tuple((index[id(p)], s.id, draw) for p, s, draw in group)

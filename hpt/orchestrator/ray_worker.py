@@ -31,7 +31,7 @@ from hpt.graphs.listener import attempts_heard_by
 from hpt.orchestrator.cells import open_cells
 from hpt.orchestrator.models import ResolvedModel
 from hpt.orchestrator.planning import CellPlan, generation_params, plan_cells
-from hpt.orchestrator.scheduling import START_PACE_S, Climb, _climb, _together
+from hpt.orchestrator.scheduling import START_PACE_S, Climb, climb_sample, climb_together
 from hpt.orchestrator.spec import RunSpec
 from hpt.plugins import load_plugins
 from hpt.results.records import Attempt, Cell, SampleRecord
@@ -262,7 +262,7 @@ class CampaignWorker:
 
         async def climb(plan: CellPlan, sample: Sample, draw: int) -> None:
             with attempts_heard_by(functools.partial(heard, plan) if self._hear else None):
-                record = await _climb(plan, sample, draw)
+                record = await climb_sample(plan, sample, draw)
             self._landed.put_nowait(record)
 
         async def climber(queue: asyncio.Queue[list[Climb] | None], start_after: float) -> None:
@@ -271,7 +271,7 @@ class CampaignWorker:
                 if len(climbs) == 1:
                     await climb(*climbs[0])
                 else:
-                    await _together([climb(*c) for c in climbs])
+                    await climb_together([climb(*c) for c in climbs])
 
         try:
             async with asyncio.TaskGroup() as tg:

@@ -72,7 +72,7 @@ class RecordSink(Protocol):
 Climb = tuple[CellPlan, Sample, int]
 
 
-def _interleave(plans: list[CellPlan]) -> list[list[Climb]]:
+def interleave(plans: list[CellPlan]) -> list[list[Climb]]:
     """Round-robin over the cells, so every cell makes progress from the start. The cells
     that differ only by threshold read one evaluation at several thresholds: a sample's
     climbs in them are one work item, run together, so each identical call is asked once
@@ -93,7 +93,7 @@ def _interleave(plans: list[CellPlan]) -> list[list[Climb]]:
     return [item for batch in itertools.zip_longest(*per_group) for item in batch if item]
 
 
-async def _together(climbs: list[Coroutine[Any, Any, None]]) -> None:
+async def climb_together(climbs: list[Coroutine[Any, Any, None]]) -> None:
     """Run ``climbs`` at once; the first failure stops the others and is raised."""
     try:
         async with asyncio.TaskGroup() as tg:
@@ -155,7 +155,7 @@ async def climb_all(
     workers: dict[str, int] = {}
     for model_name in spec.model:
         mine = [p for p in plans if p.model_name == model_name]
-        items = _interleave(mine)
+        items = interleave(mine)
         if items:
             queues[model_name] = items[::-1]  # pop() from the end takes the first
             workers[model_name] = _workers(mine, spec, items)
@@ -167,7 +167,7 @@ async def climb_all(
 
     async def climb(plan: CellPlan, sample: Sample, draw: int) -> None:
         with attempts_heard_by(functools.partial(hear, plan.tally) if hear else None):
-            record = await _climb(plan, sample, draw)
+            record = await climb_sample(plan, sample, draw)
         done.put_nowait((record, plan.tally))
 
     async def worker(todo: list[list[Climb]], start_after: float) -> None:
@@ -178,7 +178,7 @@ async def climb_all(
                 if len(climbs) == 1:
                     await climb(*climbs[0])
                 else:
-                    await _together([climb(*c) for c in climbs])
+                    await climb_together([climb(*c) for c in climbs])
             except Exception as exc:
                 if not budget_spent(exc) or in_chain(exc, StorageError) is not None:
                     raise
@@ -252,7 +252,7 @@ async def outlast_cancellation(task: asyncio.Future[Any]) -> None:
         raise asyncio.CancelledError
 
 
-async def _climb(plan: CellPlan, sample: Sample, draw: int) -> SampleRecord:
+async def climb_sample(plan: CellPlan, sample: Sample, draw: int) -> SampleRecord:
     cell, strategies = plan.cell, plan.strategies
     m = len(strategies)
     adaptive = cell.mode == "adaptive"

@@ -165,8 +165,8 @@ async def _run_locked(
         # --estimate N: the samples --limit N would choose (a seeded choice across the
         # dataset, not its first rows, which may all be one subject), every draw of them.
         run = p.samples if estimate is None else p.task.choose(p.samples, estimate, spec.seed)
-        planned = [(s, draw) for draw in range(spec.samples_per_task) for s in run]
-        p.todo = [(s, draw) for s, draw in planned if p.cell.key(s.id, draw) not in done]
+        p.todo = [(s, draw) for draw in range(spec.samples_per_task) for s in run
+                  if p.cell.key(s.id, draw) not in done]  # fmt: skip
         p.whole = len(run) == len(p.samples)
     total = sum(len(p.samples) for p in plans) * spec.samples_per_task
     complete = budget_spent = False

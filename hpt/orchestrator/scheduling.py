@@ -156,9 +156,14 @@ async def climb_all(
     for model_name in spec.model:
         mine = [p for p in plans if p.model_name == model_name]
         items = interleave(mine)
+        for p in mine:
+            p.todo = []  # the work items hold them now
         if items:
-            queues[model_name] = items[::-1]  # pop() from the end takes the first
             workers[model_name] = _workers(mine, spec, items)
+            # pop() from the end takes the first. Reversed in place, not copied: a work item
+            # is freed once taken, so what a run holds for its climbs shrinks as it goes.
+            items.reverse()
+            queues[model_name] = items
     done: asyncio.Queue[tuple[SampleRecord, Tally] | None] = asyncio.Queue()
     spent = asyncio.Event()
 

@@ -7,7 +7,7 @@ DATA_DIR ?= $(firstword $(wildcard ../shared/data))
 export HPT_DATA_DIR ?= $(DATA_DIR)
 # llama-cpp-python compiles from source (~10 min on 2 cores); pip caches the built wheel.
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
-# The exact versions that were tested (hpt[local,dev,dspy] and all it depends on); `make lock`
+# The exact versions that were tested (hpt[local,dev,dspy,ray] and all it depends on); `make lock`
 # re-resolves it. run, install, test and lint install through it.
 LOCK    := packaging/constraints.txt
 
@@ -22,7 +22,7 @@ $(VENV)/.installed-local: pyproject.toml $(LOCK) | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,dspy]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,dspy,ray]'
 	touch $@ $(VENV)/.installed-local
 
 install: $(VENV)/.installed-local
@@ -57,7 +57,7 @@ test: $(VENV)/.installed-dev browser sandbox
 # The sentence-transformers extra brings torch, installed first from TORCH: torch==2.13.0 is
 # a CPU build on this project's CI machines (a file on their disk, ~180 MB); elsewhere pip
 # takes PyPI's build for the platform (on Linux x86_64 a CUDA build, ~3 GB of wheels) unless
-# TORCH names a CPU build. Not through $(LOCK): the lock covers hpt[local,dev,dspy] only.
+# TORCH names a CPU build. Not through $(LOCK): the lock covers hpt[local,dev,dspy,ray] only.
 TORCH   ?= torch==2.13.0
 
 $(VENV)/.installed-embeddings: pyproject.toml $(LOCK) $(VENV)/.installed-dev

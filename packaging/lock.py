@@ -3,7 +3,7 @@
     python3 packaging/lock.py                   # `make lock`: re-resolve in a fresh venv
     python3 packaging/lock.py --from-venv .venv # freeze a working venv as it is
 
-The first builds a throwaway venv, installs ``hpt[local,dev,dspy]`` there with no constraints (so
+The first builds a throwaway venv, installs ``hpt[local,dev,dspy,ray]`` there with no constraints (so
 the newest versions pyproject.toml allows; llama-cpp-python compiles ~10 minutes unless pip's
 cache holds that version's wheel) and freezes it. Either way the lock is
 ``pip freeze --exclude-editable`` (hpt itself excluded) under a header that says this.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "packaging" / "constraints.txt"
-EXTRAS = "local,dev,dspy"
+EXTRAS = "local,dev,dspy,ray"
 
 HEADER = f"""\
 # What `make install`/`make run`, `make test` and CI install:

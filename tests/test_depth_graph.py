@@ -437,3 +437,41 @@ def test_hub_rows_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     configs["questions"][0]["depth"] = "1"
     with pytest.raises(GraphError, match=r"kaist-ai/DepthQA \(questions\) row 1: depth"):
         load_graph_hub()
+
+
+# -- shards ------------------------------------------------------------------------------------
+def test_components_join_edges_and_shared_questions(tmp_path: Path) -> None:
+    """A node, its predecessors and every node asking its question share one component (a
+    shard keeps them together: their answers are shared within a run)."""
+    graph = load_graph_dir(make_dir(tmp_path / "g"))
+    # The two trees meet only through d1_q3, asked by 1_d1_n3 and 2_d1_n1.
+    assert set(graph.components().values()) == {"1_d1_n1"}
+    apart = graph.subgraph(["1_d2_n1"])  # 1_d1_n1, 1_d1_n2 and 1_d2_n1, without d1_q3
+    assert apart.components() == dict.fromkeys(apart.nodes, "1_d1_n1")
+    # Without the shared question, tree 2 is a component of its own.
+    links = [r if r["nodeid"] != "2_d1_n1" else {**r, "qid": "d1_q9"} for r in link_rows()]
+    questions = [*question_rows(), {**node(question_rows(), "d1_q3"), "qid": "d1_q9"}]
+    split = load_graph_dir(make_dir(tmp_path / "split", questions=questions, links=links))
+    parts = split.components()
+    assert {parts[n] for n in NODES if n.startswith("1_")} == {"1_d1_n1"}
+    assert {parts[n] for n in NODES if n.startswith("2_")} == {"2_d1_n1"}
+
+
+def test_shards_keep_each_component_whole(tmp_path: Path) -> None:
+    """--shard places DepthQA's nodes by component: each shard holds whole components, and
+    the shards together hold every node once."""
+    from hpt.tasks import task_class
+    from hpt.tasks.base import in_shard
+
+    links = [r if r["nodeid"] != "2_d1_n1" else {**r, "qid": "d1_q9"} for r in link_rows()]
+    questions = [*question_rows(), {**node(question_rows(), "d1_q3"), "qid": "d1_q9"}]
+    graph_dir = make_dir(tmp_path / "split", questions=questions, links=links)
+    task = task_class("depthqa").configured(None, {"graph": str(graph_dir)})
+    samples = task.load_samples()
+    for seed in range(6):
+        shards = [
+            {s.id for s in samples if in_shard(seed, task.shard_key(s), i, 2)} for i in (1, 2)
+        ]
+        assert shards[0].isdisjoint(shards[1]) and shards[0] | shards[1] == set(NODES)
+        trees = [{n for n in NODES if n.startswith(t)} for t in ("1_", "2_")]
+        assert all(tree <= shard for tree in trees for shard in shards if tree & shard)

@@ -84,7 +84,8 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
         samples = task.choose(task.load_samples(), spec.limit, spec.seed)
         shard = spec.shard
         if shard is not None:  # of the samples --limit chose: shards together are that run
-            samples = [s for s in samples if in_shard(spec.seed, s.id, shard.index, shard.count)]
+            key, index, count = task.shard_key, shard.index, shard.count
+            samples = [s for s in samples if in_shard(spec.seed, key(s), index, count)]
         return samples, list(task.load_exemplar_pool())
 
     loaded = await asyncio.gather(*(asyncio.to_thread(load, t) for t in tasks.values()))
@@ -139,7 +140,29 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
                     cell_params = with_reasoning(params, effort, budget)
                     plans.append(CellPlan(cell, cell_task, samples, pool, model_name, tally,
                                           strategies, args, cell_params))  # fmt: skip
+    unsaved = programs_to_make(spec, plans)
+    if spec.shard is not None and unsaved:
+        name, dataset = unsaved[0]
+        raise ConfigError(
+            f"{name} makes the program its cell's samples share, and each shard would make "
+            f"its own (hpt merge refuses shards whose programs differ): make it once without "
+            f"--shard, then give every shard the file: --program {name}:{dataset}="
+            "RUN/programs/FILE.json"
+        )
     return plans
+
+
+def programs_to_make(spec: RunSpec, plans: list[CellPlan]) -> list[tuple[str, str]]:
+    """The (strategy, dataset) pairs whose DSPy program the run would make (optimise or
+    compile) rather than load from a ``--program`` file."""
+    unsaved: dict[tuple[str, str], None] = {}
+    for p in plans:
+        dataset = p.cell.dataset
+        for name in ladder_strategies(p.strategies, p.args):
+            given = name in spec.programs or f"{name}:{dataset}" in spec.programs
+            if STRATEGIES[name].needs.program and not given:
+                unsaved[(name, dataset)] = None
+    return list(unsaved)
 
 
 def _reasoning_settings(spec: RunSpec) -> list[tuple[str | None, int | None]]:

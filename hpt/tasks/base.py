@@ -185,6 +185,12 @@ class Task(ABC):
         """The samples a run with ``--limit`` evaluates (a seeded choice by default)."""
         return select(samples, limit, seed)
 
+    def shard_key(self, sample: Sample) -> str:
+        """What places ``sample`` in a shard (--shard) or a Ray worker's chunk: samples of one
+        key run in one process. Its id by default; a task whose samples share answers
+        (DepthQA's nodes, their predecessors' answers) keeps them together."""
+        return sample.id
+
     def variants(self, strategies: Sequence[str],
                  ladder_given: bool) -> list[tuple[str | None, list[str]]]:  # fmt: skip
         """The task's cells beyond dataset x model x mode x threshold: (variant, ladder)
@@ -316,11 +322,11 @@ def select(samples: Sequence[Sample], limit: int | None, seed: int) -> list[Samp
     return sorted(samples, key=lambda s: _rank(seed, s.id))[:limit]
 
 
-def in_shard(seed: int, sample_id: str, index: int, count: int) -> bool:
-    """Whether a sample is in the ``index``-th (from 1) of ``count`` shards: by the hash
-    ``--limit`` ranks by, so shards are disjoint, together whole, and the same on every
-    machine."""
-    return int.from_bytes(_rank(seed, sample_id)[:8], "big") % count == index - 1
+def in_shard(seed: int, key: str, index: int, count: int) -> bool:
+    """Whether a sample of shard key ``key`` (``Task.shard_key``) is in the ``index``-th
+    (from 1) of ``count`` shards: by the hash ``--limit`` ranks by, so shards are disjoint,
+    together whole, and the same on every machine."""
+    return int.from_bytes(_rank(seed, key)[:8], "big") % count == index - 1
 
 
 def _rank(seed: int, sample_id: str) -> bytes:

@@ -126,6 +126,33 @@ class QuestionGraph:
                     todo.append(other)
         return seen
 
+    def components(self) -> dict[str, str]:
+        """Each node's component: the nodes joined by edges or by asking the same question
+        (whose answers a run shares), named by its first node in id order."""
+        parent = {n: n for n in self.nodes}
+
+        def root(n: str) -> str:
+            while parent[n] != n:
+                parent[n] = parent[parent[n]]
+                n = parent[n]
+            return n
+
+        def join(a: str, b: str) -> None:
+            ra, rb = root(a), root(b)
+            if ra != rb:
+                first, other = sorted((ra, rb), key=_id_key)
+                parent[other] = first
+
+        asking: dict[str, str] = {}
+        for nodeid in sorted(self.nodes, key=_id_key):
+            for pred in self.nodes[nodeid].direct_predecessors:
+                if pred in parent:
+                    join(nodeid, pred)
+            qid = self.node_to_q.get(nodeid)
+            if qid is not None:
+                join(nodeid, asking.setdefault(qid, nodeid))
+        return {n: root(n) for n in self.nodes}
+
     def ancestors(self, nodeid: str) -> set[str]:
         return self._reach(nodeid, "up")
 

@@ -90,6 +90,7 @@ class DepthQA(Task):
         self.answers = AnswerMemo()
         self.judge: DepthJudge | None = None
         self._graph: QuestionGraph | None = None
+        self._components: dict[str, str] | None = None
 
     @property
     def graph(self) -> QuestionGraph:
@@ -137,6 +138,14 @@ class DepthQA(Task):
         chosen = random.Random(seed).sample(top, min(limit, len(top)))
         keep = set(self.graph.subgraph(chosen).nodes)
         return [s for s in samples if s.id in keep]
+
+    def shard_key(self, sample: Sample) -> str:
+        """The node's component of the graph: a node reuses its predecessors' answers and
+        shares one with every node asking its question (``answers``), and one process must
+        ask each of them once, as a run without shards does."""
+        if self._components is None:
+            self._components = self.graph.components()
+        return self._components.get(sample.id, sample.id)
 
     def variants(self, strategies: Sequence[str],
                  ladder_given: bool) -> list[tuple[str | None, list[str]]]:  # fmt: skip

@@ -29,7 +29,7 @@ from hpt.cli.progress import (
 )
 from hpt.orchestrator.cells import ROLE_FLAGS, Given, settings_notes
 from hpt.orchestrator.planning import plan_cells
-from hpt.orchestrator.scheduling import _interleave
+from hpt.orchestrator.scheduling import interleave
 from hpt.orchestrator.spec import RunSpec
 from hpt.reports.truncation import TRUNCATION_WARNING_SHARE
 from hpt.results.reader import read_records
@@ -415,7 +415,7 @@ async def test_threshold_siblings_climb_together_only_within_one_effort(data_dir
     for p in plans:
         p.todo = [(s, 0) for s in p.samples]
         assert p.params.reasoning_effort == p.cell.reasoning_effort
-    items = _interleave(plans)
+    items = interleave(plans)
     assert len(items) == 3 * 2
     for item in items:
         assert sorted(p.cell.threshold for p, _, _ in item) == [0.15, 0.2]

@@ -427,6 +427,47 @@ def test_merge_warns_of_other_versions_and_differs_only_in_pacing(
     assert saved["merged_from"][2]["command"] == ["elsewhere"]
 
 
+def test_merge_takes_shards_that_reached_their_models_and_files_elsewhere(
+    shards: list[Path], tmp_path: Path
+) -> None:
+    """A Slurm array whose jobs each serve their own vLLM, with the --program file and
+    DepthQA's --graph copied to each node's disk: one campaign. Their contents are compared."""
+    graph_files = ("questions.jsonl", "nodes.jsonl", "node_to_q.jsonl")
+    for i, shard in enumerate(shards, 1):
+        node = tmp_path / f"node{i}"
+        (node / "graph").mkdir(parents=True)
+        for name in graph_files:
+            (node / "graph" / name).write_text(f'{{"file": "{name}"}}\n')
+        (node / "program.json").write_text('{"predict": {"demos": []}}')
+        spec = json.loads((shard / "run.json").read_text())
+        url = f"http://node{i}:8000/v1"
+        for config in spec["models"].values():
+            config["endpoints"] = [url]
+            config["timeout_s"] = 60.0 * i
+        spec.update(base_url=url, cache=i == 2, programs={"dspy_cot": str(node / "program.json")},
+                    task_args={"depthqa": {"graph": str(node / "graph")}})  # fmt: skip
+        (shard / "run.json").write_text(json.dumps(spec))
+    assert merge_shards(shards, tmp_path / "m").complete
+    saved = json.loads((tmp_path / "m" / "run.json").read_text())
+    assert saved["base_url"] == "http://node1:8000/v1"  # the first shard's, as for pacing
+    # Another program, or another graph, under the same name: not one campaign.
+    (tmp_path / "node3" / "program.json").write_text('{"predict": {"demos": [1]}}')
+    with pytest.raises(MergeError, match="not shards of one campaign: their programs differs"):
+        merge_shards(shards, tmp_path / "other")
+    (tmp_path / "node3" / "program.json").write_text('{"predict": {"demos": []}}')
+    (tmp_path / "node2" / "graph" / "nodes.jsonl").write_text("{}\n")
+    with pytest.raises(MergeError, match="not shards of one campaign: their task_args differs"):
+        merge_shards(shards, tmp_path / "other")
+    # Another model behind the same name is not a difference of endpoints.
+    (tmp_path / "node2" / "graph" / "nodes.jsonl").write_text('{"file": "nodes.jsonl"}\n')
+    spec = json.loads((shards[2] / "run.json").read_text())
+    spec["models"]["alpha"]["model"] = "gamma"
+    (shards[2] / "run.json").write_text(json.dumps(spec))
+    with pytest.raises(MergeError, match="not shards of one campaign: their models differs"):
+        merge_shards(shards, tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+
+
 def test_merge_refuses_an_existing_out_and_one_inside_a_shard(runs: Path, tmp_path: Path) -> None:
     shards = [runs / f"s{i}" for i in (1, 2, 3)]
     taken = tmp_path / "taken"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import itertools
 import json
 import os
@@ -44,12 +45,13 @@ from hpt.results.tally import Summary, Tally, summarize_cells
 from hpt.structured.optimise import calls_file, meta_file
 from hpt.structured.runtime import PROGRAMS_DIR, USAGE_FILE
 from hpt.tasks.base import in_shard
+from hpt.tasks.depthqa.graph import GRAPH_FILES
 
 # run.json's fields that may differ between the shards of one campaign, and why. Every other
-# field (the matrix, the ladder, models and endpoints, seed, limit, params, samples per task,
-# cache and epoch, penalties, --program files, plugins, batch mode, the datasets' descriptions
-# and the generation parameters sent, and any field added later) must be equal: it says what
-# the records measure, and one run holds one of each.
+# field (the matrix, the ladder, the models, seed, limit, params, samples per task, epoch,
+# penalties, the contents of --program files and of DepthQA's --graph, plugins, batch mode,
+# the datasets' descriptions and the generation parameters sent, and any field added later)
+# must be equal: it says what the records measure, and one run holds one of each.
 PER_PROCESS = {
     # Checked apart: one count, each index once.
     "shard": "each directory's own slice",
@@ -75,6 +77,11 @@ PER_PROCESS = {
     "data_dir": "a path on each machine",
     "annotations": "a path on each machine",
     "prices_file": "a path on each machine",
+    # Where each process reached its models: a Slurm array whose jobs each serve their own
+    # vLLM (--base-url http://$(hostname):8000/v1) is one campaign; the models' labels,
+    # providers and ids are compared (named models' endpoints: MODEL_PER_PROCESS).
+    "base_url": "each process's own endpoint",
+    "cache": "on or off is how a process ran, not what it measured",
     # Each process's own bound: the merged run's is their sum (none where a shard had none).
     "budget_usd": "summed",
     "max_calls": "summed",
@@ -82,6 +89,13 @@ PER_PROCESS = {
     "prices": "joined by label",
     "merged_from": "written by merge",
 }
+# A named model's settings of how each process reached it, not of which model answered (its
+# provider and id are compared, as is the label records carry).
+MODEL_PER_PROCESS = {
+    "endpoints", "api_key_env", "max_concurrency", "requests_per_minute", "tokens_per_minute",
+    "min_concurrency", "adaptive_concurrency", "timeout_s", "retry", "health_interval_s",
+    "slots", "client",
+}  # fmt: skip
 # Program files that are not programs: the meters (summed) and a save cut short (left out).
 PROGRAM_SUFFIXES = (".meta.json", ".calls.jsonl", ".tmp.json", ".tmp")
 
@@ -294,7 +308,37 @@ def _check_campaign(shards: list[ShardDir]) -> list[str]:
 
 
 def _campaign(spec: SavedSpec) -> dict[str, Any]:
-    return {k: v for k, v in spec.model_dump(mode="json").items() if k not in PER_PROCESS}
+    """What identifies the measurement, by run.json's field: paths given on each machine
+    (--program files, DepthQA's --graph directory) stand for their files' contents."""
+    saved = spec.model_dump(mode="json")
+    kept = {k: v for k, v in saved.items() if k not in PER_PROCESS}
+    kept["models"] = {
+        name: {k: v for k, v in config.items() if k not in MODEL_PER_PROCESS}
+        for name, config in saved.get("models", {}).items()
+    }
+    kept["programs"] = {key: _contents(Path(path)) for key, path in spec.programs.items()}
+    kept["task_args"] = {
+        dataset: {
+            k: _contents(Path(v)) if dataset.lower() == "depthqa" and k == "graph" and v else v
+            for k, v in fields.items()
+        }
+        for dataset, fields in saved.get("task_args", {}).items()
+    }
+    return kept
+
+
+def _contents(path: Path) -> str:
+    """A file's, or a DepthQA graph directory's files', SHA-256; the path itself where it
+    cannot be read here (two shards naming one path then still agree)."""
+    files = [path / name for name in GRAPH_FILES] if path.is_dir() else [path]
+    digest = hashlib.sha256()
+    try:
+        for file in files:
+            digest.update(f"{file.name}\0{file.stat().st_size}\0".encode())
+            digest.update(file.read_bytes())
+    except OSError:
+        return str(path)
+    return f"sha256:{digest.hexdigest()}"
 
 
 def _shown(value: Any) -> str:

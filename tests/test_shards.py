@@ -388,6 +388,64 @@ def test_merge_refuses_a_record_outside_its_shard(shards: list[Path], tmp_path: 
     assert not (tmp_path / "m").exists()
 
 
+def test_merge_checks_depth_records_by_key_not_by_slice(shards: list[Path], tmp_path: Path) -> None:
+    """DepthQA shards by its question graph's components, which merge does not load: a node's
+    record may be outside its id's slice, but never in two shards."""
+    lines = (shards[0] / "samples.jsonl").read_text().splitlines(keepends=True)
+    node = {**json.loads(lines[0]), "kind": "depth", "node_id": "n1", "qid": "q1", "depth": 1}
+    depth = json.dumps(node) + "\n"
+    (shards[0] / "samples.jsonl").write_text("".join(lines[1:]))
+    (shards[1] / "samples.jsonl").write_text((shards[1] / "samples.jsonl").read_text() + depth)
+    moved = merge_shards(shards, tmp_path / "moved", partial=True)
+    assert moved.records == 2 * 2 * LIMIT * DRAWS
+    (shards[2] / "samples.jsonl").write_text((shards[2] / "samples.jsonl").read_text() + depth)
+    with pytest.raises(MergeError) as refused:
+        merge_shards(shards, tmp_path / "twice", partial=True)
+    assert f"{shards[2] / 'samples.jsonl'}: node {node['sample_id']} of " in str(refused.value)
+    assert "is in shard 2/3 too" in str(refused.value)
+    assert not (tmp_path / "twice").exists()
+
+
+def test_a_partial_merge_without_summaries_refuses_cells_outside_the_spec(
+    shards: list[Path], tmp_path: Path
+) -> None:
+    for shard in shards:  # every shard killed before it ended: no plan's cells to go by
+        (shard / "summary.json").unlink()
+    assert merge_shards(shards, tmp_path / "m", partial=True).records == 2 * 2 * LIMIT * DRAWS
+    samples = shards[0] / "samples.jsonl"
+    whole = samples.read_text()
+    record = json.loads(whole.splitlines()[0])
+    # Another model, and the spec's dataset, model and mode at a threshold boolq has none of.
+    for stray, title in ((dict(model="gamma"), "gamma"), (dict(threshold=0.15), "@0.15")):
+        samples.write_text(whole + json.dumps({**record, **stray}) + "\n")
+        with pytest.raises(MergeError) as refused:
+            merge_shards(shards, tmp_path / "stray", partial=True)
+        said = str(refused.value)
+        assert said.startswith(f"{samples} (shard 1/3): a record of ") and title in said
+        assert "which the campaign's spec does not include" in said
+        assert not (tmp_path / "stray").exists()
+
+
+def test_merge_refuses_a_shard_written_to_during_the_merge(
+    shards: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished shard holds no lock: a resume may start in it while it is merged."""
+    import hpt.orchestrator.merge as merging
+
+    copy = merging._copy_programs
+
+    def resumed_meanwhile(*args: Any) -> None:
+        copy(*args)
+        with (shards[1] / "samples.jsonl").open("a") as fh:
+            fh.write((shards[1] / "samples.jsonl").read_text().splitlines(keepends=True)[0])
+
+    monkeypatch.setattr(merging, "_copy_programs", resumed_meanwhile)
+    with pytest.raises(MergeError) as refused:
+        merge_shards(shards, tmp_path / "m")
+    assert f"shard 2/3 ({shards[1]}) was written to during the merge" in str(refused.value)
+    assert not (tmp_path / "m").exists() and not list(tmp_path.glob(".m.merging-*"))
+
+
 def test_merge_refuses_foreign_shards(
     runs: Path, server: ServerThread, data_dir: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -3,12 +3,13 @@
 process would.
 
 What is checked: every directory is a shard of the same campaign (same spec, field by field
-as ``PER_PROCESS`` says; same shard count; no index twice), holds only records of its own
-slice (the hash ``--shard`` chose them by: a record elsewhere means the directory was not made
-by ``--shard``, or with another seed) and is not being written. What is required: every shard
-present and finished, unless ``partial`` (the merged run is then incomplete, and ``hpt run
---resume`` finishes it). The input directories are only read; the merged run is written into a
-new directory beside ``out`` and renamed into place once whole."""
+as ``PER_PROCESS`` says; same shard count; no index twice), holds only records of the
+campaign's cells and of its own slice (the hash ``--shard`` chose them by: a record elsewhere
+means the directory was not made by ``--shard``, or with another seed; DepthQA's, sharded by
+their question graph, only in no other shard) and is not written to while it is merged. What
+is required: every shard present and finished, unless ``partial`` (the merged run is then
+incomplete, and ``hpt run --resume`` finishes it). The input directories are only read; the
+merged run is written into a new directory beside ``out`` and renamed into place once whole."""
 
 from __future__ import annotations
 
@@ -29,23 +30,28 @@ from typing import IO, Any
 from pydantic import BaseModel, ValidationError
 
 from hpt.backends.batch_journal import JOURNAL, RESULTS
-from hpt.errors import StorageError, validation_message
+from hpt.backends.secrets import redact_urls
+from hpt.errors import HptError, StorageError, validation_message
+from hpt.graphs import DEFAULT_LADDER
 from hpt.orchestrator.budget import SPEND, ModelSpend, Spend, load_spend, spend_of_records
+from hpt.orchestrator.planning import _reasoning_settings
 from hpt.orchestrator.resume import load_saved_spec
-from hpt.orchestrator.spec import SavedSpec, Shard
+from hpt.orchestrator.spec import SavedSpec, Shard, evaluated
 from hpt.results.costs import ModelPrice
 from hpt.results.info import TaskInfo
 from hpt.results.lock import LOCK
 from hpt.results.reader import read_records
-from hpt.results.records import Cell, SampleRecord
+from hpt.results.records import Cell, DepthRecord, SampleRecord
 from hpt.results.rundir import SAMPLES, SPEC, SUMMARY, RunDirError
 from hpt.results.runfile import MergedShard, RunSummary
 from hpt.results.store import RunStore
 from hpt.results.tally import Summary, Tally, summarize_cells
 from hpt.structured.optimise import calls_file, meta_file
 from hpt.structured.runtime import PROGRAMS_DIR, USAGE_FILE
+from hpt.tasks import task_class
 from hpt.tasks.base import in_shard
 from hpt.tasks.depthqa.graph import GRAPH_FILES
+from hpt.tasks.generation import GenerationTask
 
 # run.json's fields that may differ between the shards of one campaign, and why. Every other
 # field (the matrix, the ladder, the models, seed, limit, params, samples per task, epoch,
@@ -110,6 +116,8 @@ class ShardDir:
     spec: SavedSpec
     shard: Shard
     summary: RunSummary | None  # None: no summary.json (stopped before it ended)
+    # samples.jsonl's and summary.json's size and time of change as the merge found them.
+    stamp: tuple[tuple[int, int] | None, ...]
     # Records by cell, counted as they are merged.
     records: Counter[Cell] = field(default_factory=Counter)
 
@@ -193,6 +201,7 @@ def merge_shards(
                 store.write_json(SPEND, spend)
             _copy_batches(tmp, shards)
             _copy_programs(tmp, programs, shards)
+            _check_unchanged(shards)
             _rename(tmp, out)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -234,6 +243,7 @@ def _check_out(out: Path, directories: Sequence[Path]) -> None:
 
 
 def _read_shard(directory: Path) -> ShardDir:
+    stamp = _stamp(directory)  # before anything is read: a write after it is seen
     spec = load_saved_spec(directory)
     if spec.shard is None:
         raise MergeError(
@@ -255,7 +265,33 @@ def _read_shard(directory: Path) -> ShardDir:
         raise RunDirError(
             f"{path}: not a run summary ({problem}); hpt run --resume {directory} rewrites it"
         ) from None
-    return ShardDir(directory, spec, spec.shard, summary)
+    return ShardDir(directory, spec, spec.shard, summary, stamp)
+
+
+def _stamp(directory: Path) -> tuple[tuple[int, int] | None, ...]:
+    """The size and time of change of what a run writes as it goes (None: no such file)."""
+    found: list[tuple[int, int] | None] = []
+    for name in (SAMPLES, SUMMARY):
+        try:
+            stat = (directory / name).stat()
+        except FileNotFoundError:
+            found.append(None)
+        except OSError as exc:
+            raise RunDirError(f"cannot read {directory / name}: {exc.strerror}") from None
+        else:
+            found.append((stat.st_size, stat.st_mtime_ns))
+    return tuple(found)
+
+
+def _check_unchanged(shards: list[ShardDir]) -> None:
+    """Refuse where a shard was written to while it was merged: a run that ended removed its
+    lock, so nothing kept another from starting in the shard meanwhile."""
+    for shard in shards:
+        if _stamp(shard.path) != shard.stamp:
+            raise MergeError(
+                f"{shard.name} was written to during the merge ({SAMPLES} or {SUMMARY} "
+                "changed); nothing was merged: let the process writing it end, then merge again"
+            )
 
 
 def _check_slices(shards: list[ShardDir]) -> None:
@@ -348,9 +384,11 @@ def _shown(value: Any) -> str:
 
 
 def _hold(stack: contextlib.ExitStack, directory: Path) -> None:
-    """A shared lock on a shard's run lock, held for the merge: a run or resume writing the
-    shard refuses to start meanwhile, and one under way makes the merge refuse. The shard is
-    not changed: a lock file a writer left is only opened, and none is made."""
+    """A shared lock on a shard's run lock, where a writer left its lock file: one under way
+    makes the merge refuse, and one starting meanwhile refuses. A writer that ended removed
+    its lock file, and none is made (the shard is only read), so nothing keeps a writer from
+    starting in a finished shard during the merge: ``_check_unchanged`` catches that before
+    the merged run is put in place."""
     try:
         fd = os.open(directory / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -443,15 +481,28 @@ def _write_records(tmp: Path, shards: list[ShardDir]) -> list[Summary]:
 
 
 def _checked(shards: list[ShardDir], fh: IO[bytes]) -> Iterator[SampleRecord]:
-    """Every shard's records, each checked to be in its shard's slice and written to ``fh``.
-    A record in its own slice is in no other shard's: records of two shards never share a
-    key (sample and draw of a cell)."""
+    """Every shard's records, each checked to be in its shard's slice and of a cell of the
+    campaign, and written to ``fh``. A plain record in its own slice is in no other shard's:
+    records of two shards never share a key (sample and draw of a cell)."""
     cells = {s.cell for shard in shards if shard.summary for s in shard.summary.cells}
+    in_spec = _CampaignCells(shards[0].spec, cells)
+    # A DepthQA node is sharded by its question graph's component (Task.shard_key), which
+    # merge cannot know without loading the graph: its records' slice is not checked, but no
+    # key may be in two shards. DepthQA runs are small: their keys are held in memory.
+    depth: dict[tuple[object, ...], Shard] = {}
     for shard in shards:
         index, count = shard.shard.index, shard.shard.count
         seed = shard.spec.seed
         for record in read_records(shard.path):
-            if not in_shard(seed, record.sample_id, index, count):
+            if isinstance(record, DepthRecord):
+                other = depth.setdefault(record.key, shard.shard)
+                if other != shard.shard:
+                    raise MergeError(
+                        f"{shard.path / SAMPLES}: node {record.sample_id} of "
+                        f"{record.cell.title} is in shard {other} too: shards of one campaign "
+                        "are disjoint (copies of a shard, or shards of two campaigns?)"
+                    )
+            elif not in_shard(seed, record.sample_id, index, count):
                 owner = next(i for i in range(1, count + 1)
                              if in_shard(seed, record.sample_id, i, count))  # fmt: skip
                 raise MergeError(
@@ -459,14 +510,56 @@ def _checked(shards: list[ShardDir], fh: IO[bytes]) -> Iterator[SampleRecord]:
                     f"{record.cell.title} is in shard {owner}/{count}, not {shard.shard}: this "
                     "directory was not made by hpt run --shard with this campaign's seed"
                 )
-            if cells and record.cell not in cells:
+            if record.cell not in in_spec:
                 raise MergeError(
-                    f"{shard.path / SAMPLES}: a record of {record.cell.title}, which the "
-                    "campaign's spec does not include"
+                    f"{shard.path / SAMPLES} (shard {shard.shard}): a record of "
+                    f"{record.cell.title}, which the campaign's spec does not include"
                 )
             fh.write((record.model_dump_json() + "\n").encode())
             shard.records[record.cell] += 1
             yield record
+
+
+class _CampaignCells:
+    """Whether a cell is the campaign's: one a shard's summary lists (its plan's), else one
+    the saved spec lays out as planning does (dataset x model x mode x threshold x variant x
+    reasoning setting), from the tasks' code and arguments without loading their data. Where
+    that code is not here (a plugin's dataset or provider), the record's dataset, model and
+    mode are checked against the spec's."""
+
+    def __init__(self, spec: SavedSpec, planned: set[Cell]) -> None:
+        self.cells = planned or _spec_cells(spec)
+        self.spec = spec
+
+    def __contains__(self, cell: Cell) -> bool:
+        if self.cells is not None:
+            return cell in self.cells
+        spec = self.spec
+        return (
+            cell.dataset.lower() in evaluated(spec.dataset)
+            and cell.model in {redact_urls(m.strip()) for m in spec.model}  # as spec_label
+            and cell.mode in spec.mode
+        )
+
+
+def _spec_cells(spec: SavedSpec) -> set[Cell] | None:
+    ladder_given = list(spec.strategies) != list(DEFAULT_LADDER)
+    task_args = {name.lower(): fields for name, fields in spec.task_args.items()}
+    cells: set[Cell] = set()
+    try:
+        labels = [spec.resolve(m).label for m in spec.model]
+        for name in spec.dataset:
+            task = task_class(name).configured(None, task_args.get(name.lower(), {}))
+            defaults = task.paper_thresholds if isinstance(task, GenerationTask) else None
+            variants = [v for v, _ in task.variants(spec.strategies, ladder_given)]
+            for threshold, variant, label, mode, (effort, budget) in itertools.product(
+                spec.thresholds_for(defaults), variants, labels, spec.mode,
+                _reasoning_settings(spec),
+            ):  # fmt: skip
+                cells.add(Cell(task.name, label, mode, threshold, variant, effort, budget))
+    except HptError:
+        return None
+    return cells
 
 
 def _in_plan_order(summaries: list[Summary], shards: list[ShardDir]) -> list[Summary]:

@@ -34,7 +34,7 @@ from hpt.backends.secrets import redact_urls
 from hpt.errors import HptError, StorageError, validation_message
 from hpt.graphs import DEFAULT_LADDER
 from hpt.orchestrator.budget import SPEND, ModelSpend, Spend, load_spend, spend_of_records
-from hpt.orchestrator.planning import _reasoning_settings
+from hpt.orchestrator.planning import reasoning_settings
 from hpt.orchestrator.resume import load_saved_spec
 from hpt.orchestrator.spec import SavedSpec, Shard, evaluated
 from hpt.results.costs import ModelPrice
@@ -554,7 +554,7 @@ def _spec_cells(spec: SavedSpec) -> set[Cell] | None:
             variants = [v for v, _ in task.variants(spec.strategies, ladder_given)]
             for threshold, variant, label, mode, (effort, budget) in itertools.product(
                 spec.thresholds_for(defaults), variants, labels, spec.mode,
-                _reasoning_settings(spec),
+                reasoning_settings(spec),
             ):  # fmt: skip
                 cells.add(Cell(task.name, label, mode, threshold, variant, effort, budget))
     except HptError:

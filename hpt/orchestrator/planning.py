@@ -125,7 +125,7 @@ async def plan_cells(spec: RunSpec) -> list[CellPlan]:
                 cell_task = copy.copy(task)
                 cell_task.threshold = threshold
             for (variant, strategies), args in zip(ladders, args_of, strict=True):
-                cells = itertools.product(spec.model, spec.mode, _reasoning_settings(spec))
+                cells = itertools.product(spec.model, spec.mode, reasoning_settings(spec))
                 for model_name, mode, (effort, budget) in cells:
                     label = spec.resolve(model_name).label
                     cell = Cell(task.name, label, mode, threshold, variant, effort, budget)
@@ -165,7 +165,7 @@ def programs_to_make(spec: RunSpec, plans: list[CellPlan]) -> list[tuple[str, st
     return list(unsaved)
 
 
-def _reasoning_settings(spec: RunSpec) -> list[tuple[str | None, int | None]]:
+def reasoning_settings(spec: RunSpec) -> list[tuple[str | None, int | None]]:
     """The run's reasoning cells: every effort x every budget it names; one cell without
     either where it names none."""
     efforts: list[str | None] = [*spec.reasoning_effort] or [None]

@@ -42,6 +42,7 @@ from tests.run_fixtures import make_record
 from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI
 from tests.test_cli import hpt
+from tests.test_depthqa_runs import Scripted, write_graph
 from tests.test_plugins import _check_run, _write_plugin
 
 ray = pytest.importorskip("ray")
@@ -407,3 +408,24 @@ def test_workers_load_the_runs_plugins(tmp_path: Path) -> None:
                  env={"PYTHONPATH": str(site)})  # fmt: skip
     assert result.returncode == 0, result.stderr
     _check_run(out, times=3)
+
+
+async def test_a_depthqa_graphs_nodes_that_share_answers_run_in_one_worker(tmp_path: Path) -> None:
+    """A node reuses its predecessors' answers (one call each in one process): spread over
+    workers node by node, the shared calls were made again in each; a component of the graph
+    goes to one worker, so the workers ask exactly what one process asks."""
+    asked = []
+    for name, spread in (("one", {}), ("ray", {"ray": "", "workers": 2})):
+        scripted = Scripted()
+        with serving(FakeOpenAI(scripted).app()) as srv:
+            spec = RunSpec.model_validate(
+                {"dataset": "depthqa", "model": MODEL, "concurrency": 1, "cache": False,
+                 "task_args": {"depthqa": {"graph": str(write_graph(tmp_path / "graph")),
+                                           "mode": ["prompt-pred", "multi-turn"]}},
+                 "out": tmp_path / name, "base_url": srv.base_url, "retry": FAST_RETRY,
+                 **spread}
+            )  # fmt: skip
+            result = await run_evaluation(spec)
+        assert result.complete and sum(s.samples for s in result.summaries) == 12
+        asked.append(sorted(scripted.answers))
+    assert asked[1] == asked[0] and len(asked[0]) == len(set(asked[0])) == 12

@@ -15,6 +15,7 @@ is each worker's, as one process's: N workers keep N times as many samples in fl
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import itertools
@@ -300,15 +301,23 @@ class RayCampaign:
 
     def _lay_out(self) -> None:
         """The work items: each model's climbs round-robin over its cells (threshold
-        siblings together, as in one process), the models' in turn."""
+        siblings together, as in one process), the models' in turn; gathered in units, the
+        items of one task's shard key (``Task.shard_key``: DepthQA's component of its graph,
+        whose nodes reuse each other's answers), which go to one worker in one chunk."""
         index = {id(p): i for i, p in enumerate(self.plans)}
         per_model = [interleave([p for p in self.plans if p.model_name == m])
                      for m in self.spec.model]  # fmt: skip
-        groups = [g for batch in itertools.zip_longest(*per_model) for g in batch if g]
-        self._items: list[Item] = [tuple((index[id(p)], s.id, draw) for p, s, draw in group)
-                                   for group in groups]  # fmt: skip
-        self._queue = deque(range(len(groups)))
-        self._unfinished = len(groups)
+        groups = (g for batch in itertools.zip_longest(*per_model) for g in batch if g)
+        units: dict[tuple[str, str], list[Item]] = {}
+        for group in groups:
+            plan, sample, _ = group[0]
+            unit = units.setdefault((plan.cell.dataset, plan.task.shard_key(sample)), [])
+            unit.append(tuple((index[id(p)], s.id, draw) for p, s, draw in group))
+        # Unit u is items _starts[u] to _starts[u + 1], in the order they were laid out.
+        self._items: list[Item] = [item for unit in units.values() for item in unit]
+        self._starts = list(itertools.accumulate((len(u) for u in units.values()), initial=0))
+        self._queue = deque(range(len(units)))
+        self._unfinished = len(self._items)
         # The climbs handed out and not yet recorded, by record key (what is not among them
         # was recorded already, or never handed out), and how many each item has left: both
         # kept for the items handed out only.
@@ -320,27 +329,37 @@ class RayCampaign:
         self._backlog = max(1, int(BACKLOG * climbers))
         self._chunk = max(1, int(CHUNK * climbers))
 
+    def _unit_of(self, item: int) -> int:
+        return bisect.bisect_right(self._starts, item) - 1
+
     def _dispatch(self, slot: _Slot) -> None:
-        """Top ``slot``'s worker up to its backlog from the queue, a chunk at a time."""
+        """Top ``slot``'s worker up to its backlog from the queue, a chunk at a time (a unit
+        goes whole, past the chunk if need be)."""
         while slot.ready and self._queue:
             room = self._backlog - len(slot.outstanding)
             if room < min(self._chunk, len(self._queue)):
                 break  # a whole chunk once there is room for one: fewer, fuller messages
-            take = min(room, self._chunk, len(self._queue))
-            chunk = [self._queue.popleft() for _ in range(take)]
-            for item in chunk:
-                if item not in self._left:  # handed out for the first time
-                    climbs = self._items[item]
-                    for index, sample_id, draw in climbs:
-                        plan = self.plans[index]
-                        self._owner[plan.cell.key(sample_id, draw)] = (item, plan)
-                    self._left[item] = len(climbs)
-                slot.outstanding.add(item)
-                self._holder[item] = slot
-                slot.stats.in_flight += self._left[item]
+            chunk: list[int] = []
+            while self._queue and len(chunk) < min(room, self._chunk):
+                chunk += self._hand_out(self._queue.popleft(), slot)
             slot.actor.feed.remote([self._items[i] for i in chunk])
         if slot.ready:
             slot.stats.state = "running" if slot.outstanding else "idle"
+
+    def _hand_out(self, unit: int, slot: _Slot) -> list[int]:
+        """The items of ``unit`` not yet recorded, now ``slot``'s."""
+        items = [i for i in range(self._starts[unit], self._starts[unit + 1]) if self._items[i]]
+        for item in items:
+            if item not in self._left:  # handed out for the first time
+                climbs = self._items[item]
+                for index, sample_id, draw in climbs:
+                    plan = self.plans[index]
+                    self._owner[plan.cell.key(sample_id, draw)] = (item, plan)
+                self._left[item] = len(climbs)
+            slot.outstanding.add(item)
+            self._holder[item] = slot
+            slot.stats.in_flight += self._left[item]
+        return items
 
     async def _land(self, slot: _Slot, texts: list[str], store: RecordSink) -> None:
         fresh: list[tuple[SampleRecord, CellPlan]] = []
@@ -405,7 +424,8 @@ class RayCampaign:
                 if f.name not in ("in_flight", "concurrency"):
                     setattr(retired, f.name, getattr(retired, f.name) + getattr(stats, f.name))
         slot.backends = {}
-        self._queue.extendleft(sorted(slot.outstanding, reverse=True))
+        units = {self._unit_of(item) for item in slot.outstanding}
+        self._queue.extendleft(sorted(units, reverse=True))
         for item in slot.outstanding:
             self._holder.pop(item, None)
         slot.outstanding.clear()

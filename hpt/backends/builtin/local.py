@@ -1,10 +1,13 @@
-"""``local``: the embedded model, served by llama.cpp servers started for the run."""
+"""``local``: the embedded model, served by llama.cpp's llama-server, started for the run
+with one decoding slot per call in flight, or the running one ``HPT_LOCAL_SERVER`` names."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Literal
+
+from pydantic import Field
 
 from hpt.backends.local import LOCAL_MODEL_NAME
 from hpt.backends.providers import (
@@ -18,6 +21,9 @@ from hpt.backends.providers import (
 class LocalConfig(ModelConfig):
     provider: Literal["local"] = "local"
     model: str = LOCAL_MODEL_NAME
+    # The server's decoding slots (calls decoded together): a run sets its --concurrency;
+    # None, hpt run's default (8). Capped at hpt.backends.local.MAX_SLOTS.
+    slots: int | None = Field(None, ge=1, exclude_if=lambda v: v is None)
 
 
 class LocalProvider:
@@ -32,23 +38,13 @@ class LocalProvider:
 
     @contextlib.asynccontextmanager
     async def open_transport(self, config: ModelConfig) -> AsyncIterator[OpenedTransport]:
-        from hpt.backends.local import LocalTransport, find_gguf, local_servers
-        from hpt.backends.openai_lean import LeanOpenAITransport
+        from hpt.backends.local import LocalTransport, find_gguf, local_endpoint
 
         assert isinstance(config, LocalConfig)
-        api_key(config, None)  # the servers take none; a named but unset variable still stops
-        # Two llama.cpp servers behind one transport: logprob calls go to the second.
-        async with local_servers() as servers:
-            fast = LeanOpenAITransport(
-                config.model,
-                base_url=servers.base_url,
-                api_key="no-key",
-                timeout_s=config.timeout_s,
-                repetition_penalty_field="repeat_penalty",  # llama.cpp's name for it
-                provider=self.name,
-            )
+        api_key(config, None)  # the server takes none; a named but unset variable still stops
+        async with local_endpoint(config.slots) as (base_url, slots):
             transport = LocalTransport(
-                servers, fast, model=config.model, timeout_s=config.timeout_s
+                base_url, model=config.model, timeout_s=config.timeout_s, slots=slots
             )
             # The port changes every run; the cache keys the model by its GGUF file.
             yield OpenedTransport(transport, cache_endpoint=f"llama.cpp:{find_gguf().name}")

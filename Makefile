@@ -5,7 +5,9 @@ BIN     := $(VENV)/bin
 # Offline copies of the datasets, when present beside the checkout; otherwise the hub.
 DATA_DIR ?= $(firstword $(wildcard ../shared/data))
 export HPT_DATA_DIR ?= $(DATA_DIR)
-# llama-cpp-python compiles from source (~10 min on 2 cores); pip caches the built wheel.
+# The embedded model's server, llama.cpp's llama-server, compiles once per machine (~7 min on
+# 2 cores; cached in ~/.cache/hpt/llama-server/, then copied into each venv's bin/). `make
+# bench` also compiles llama-cpp-python (~10 min; pip caches the built wheel).
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 # The exact versions that were tested (hpt[local,dev,dspy,ray] and all it depends on); `make lock`
 # re-resolves it. run, install, test and lint install through it.
@@ -19,10 +21,12 @@ $(BIN)/python:
 
 $(VENV)/.installed-local: pyproject.toml $(LOCK) | $(BIN)/python
 	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local]'
+	$(BIN)/python -m hpt.backends.llama_build
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(LOCK) | $(BIN)/python
 	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,dspy,ray]'
+	$(BIN)/python -m hpt.backends.llama_build
 	touch $@ $(VENV)/.installed-local
 
 install: $(VENV)/.installed-local
@@ -92,6 +96,7 @@ $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/embedded_concurrency.py
 	$(BIN)/python bench/backends.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/vs_inspect.py

@@ -429,3 +429,26 @@ async def test_a_depthqa_graphs_nodes_that_share_answers_run_in_one_worker(tmp_p
         assert result.complete and sum(s.samples for s in result.summaries) == 12
         asked.append(sorted(scripted.answers))
     assert asked[1] == asked[0] and len(asked[0]) == len(set(asked[0])) == 12
+
+
+def test_an_address_where_no_ray_answers_fails_within_the_timeout_with_one_line(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Ray retries such an address for many minutes, deaf to Ctrl-C: hpt gives up after
+    ``CONNECT_S`` (here made 3 s) and says what to check."""
+    patched = ("import sys; from hpt.orchestrator import ray_driver; ray_driver.CONNECT_S = 3; "
+               "from hpt.cli import main; sys.exit(main())")  # fmt: skip
+    cmd = run_cmd("http://127.0.0.1:9/v1", data_dir, tmp_path / "run", 2, "--ray", "127.0.0.1:1")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", patched, *cmd[1:]], env=env(),
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert time.monotonic() - started < 60, "not given up on within its timeout"
+    assert result.returncode == 2, result.stderr
+    said = [line for line in result.stderr.splitlines() if line.startswith("hpt: error:")]
+    assert said == [
+        "hpt: error: cannot connect to Ray (--ray 127.0.0.1:1): no answer within 3 s; check that "
+        "the cluster is up (ray status on its head node) and reachable from here, and that "
+        "--ray ADDRESS or RAY_ADDRESS names its head node as HOST:PORT (or auto: the Ray "
+        "started on this machine)"
+    ], result.stderr
+    assert not (tmp_path / "run").exists()

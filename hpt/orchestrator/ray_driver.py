@@ -21,6 +21,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -48,6 +49,9 @@ from hpt.results.records import Attempt, SampleRecord, parse_record_json
 from hpt.results.runfile import DatasetParams
 
 RAY_HINT = "--ray needs Ray: pip install 'hpt[ray]'"
+# How long connecting to Ray (or starting a local one) may take: Ray retries an address
+# that does not answer for many minutes, in a call that hears no Ctrl-C.
+CONNECT_S = 60.0
 # What each worker holds handed out and not yet recorded, in units of its climbers (its
 # --concurrency for each evaluated model): enough that it never waits for the next chunk,
 # little enough that at the end no worker sits on work another could take.
@@ -106,6 +110,53 @@ def import_ray() -> Any:
     return ray
 
 
+async def connect(ray: Any, address: str | None, held: threading.Event) -> None:
+    """``ray.init`` (Ray at ``address``; None: RAY_ADDRESS's, else a new local one), off the
+    event loop and within ``CONNECT_S``; a failure is one line saying what to check. The
+    thread that called it waits for ``held`` to be set: Ray's processes started for a local
+    Ray die with the thread that started them (Linux's parent-death signal is a thread's)."""
+    loop = asyncio.get_running_loop()
+    connected: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if connected.done():  # given up on already
+            return
+        if error is None:
+            connected.set_result(None)
+        else:
+            connected.set_exception(error)
+
+    def init() -> None:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR)  # fmt: skip
+        except BaseException as exc:
+            loop.call_soon_threadsafe(settle, exc)
+            return
+        loop.call_soon_threadsafe(settle, None)
+        held.wait()
+
+    # A daemon thread, not asyncio.to_thread: the process must be able to exit (the error
+    # said, or Ctrl-C) while Ray still retries in it.
+    threading.Thread(target=init, name="hpt-ray-init", daemon=True).start()
+    errors = (ConnectionError, TimeoutError, RuntimeError, ValueError, ray.exceptions.RayError)
+    try:
+        await asyncio.wait_for(connected, CONNECT_S)
+    except errors as exc:
+        if isinstance(exc, TimeoutError):
+            why = f"no answer within {CONNECT_S:g} s"
+        else:  # Ray's first sentence (its next ones name flags of its own CLI)
+            why = str(exc).strip().splitlines()[0].split(". ")[0].rstrip(".")
+        where = (f"--ray {address}" if address
+                 else f"RAY_ADDRESS={os.environ['RAY_ADDRESS']}" if os.environ.get("RAY_ADDRESS")
+                 else "a local Ray started for this run")  # fmt: skip
+        raise ConfigError(
+            f"cannot connect to Ray ({where}): {why}; check that the cluster is up (ray status "
+            "on its head node) and reachable from here, and that --ray ADDRESS or RAY_ADDRESS "
+            "names its head node as HOST:PORT (or auto: the Ray started on this machine)"
+        ) from None
+
+
 @dataclass
 class _Slot:
     """One worker's place: the worker in it now, and the items handed to it."""
@@ -161,6 +212,7 @@ class RayCampaign:
         self.duplicates = 0  # records dropped: their climb was already recorded
         self._ray: Any = None
         self._connected = False
+        self._held = threading.Event()  # set once Ray is shut down (``connect``)
         self._slots: list[_Slot] = []
         self._servers: dict[str, Any] = {}  # embedded model server by node
         self._retired: dict[str, BackendStats] = {}  # dead workers' counters
@@ -173,8 +225,7 @@ class RayCampaign:
     async def __aenter__(self) -> RayCampaign:
         ray = self._ray = import_ray()
         if not ray.is_initialized():
-            ray.init(address=self.spec.ray or None, include_dashboard=False,
-                     log_to_driver=False, logging_level=logging.ERROR)  # fmt: skip
+            await connect(ray, self.spec.ray or None, self._held)
             self._connected = True
         try:
             await self._open()
@@ -518,3 +569,4 @@ class RayCampaign:
                     slot.stats.state = "stopped"
             if self._connected:
                 ray.shutdown()
+                self._held.set()

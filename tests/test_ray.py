@@ -33,7 +33,7 @@ from hpt.orchestrator.ray_worker import NodeServer
 from hpt.orchestrator.resume import load_saved_spec
 from hpt.orchestrator.spec import ConfigError
 from hpt.results.reader import read_records
-from hpt.results.records import Attempt, SampleRecord
+from hpt.results.records import Attempt, SampleRecord, parse_record_json
 from hpt.results.tally import Tally
 from tests.backend_helpers import FAST_RETRY, serving
 from tests.conftest import interruptible
@@ -43,7 +43,7 @@ from tests.servers.answer_key import KeyedResponder
 from tests.servers.openai_compat import FakeOpenAI
 from tests.test_cli import hpt
 from tests.test_depthqa_runs import Scripted, write_graph
-from tests.test_plugins import _check_run, _write_plugin
+from tests.test_plugins import PLUGIN, PROMPTS, _check_run, _write_plugin
 
 ray = pytest.importorskip("ray")
 
@@ -318,11 +318,31 @@ async def test_a_record_already_written_is_dropped(data_dir: Path, tmp_path: Pat
     first = plans[0].samples[0].id
     record = make_record(first, model=MODEL, level=1, penalty=plans[0].tally.penalty)
     text = record.model_dump_json()
-    await campaign._land(slot, [text], store)
-    await campaign._land(slot, [text, text], store)
+    await campaign._land(slot, [parse_record_json(text)], store)
+    await campaign._land(slot, [parse_record_json(text), parse_record_json(text)], store)
     assert [r.sample_id for r in store.written] == [first]
     assert campaign.duplicates == 2
     assert plans[0].tally.n == 1 and slot.stats.in_flight == 2
+
+
+async def test_a_place_emptied_too_often_stops_the_run_naming_the_samples_in_flight(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    spec = _spec(tmp_path / "run", data_dir, "http://127.0.0.1:9/v1", ray="", limit=3)
+    spec = spec.model_copy(update={"penalties": run_penalties(spec)})
+    plans = await plan_cells(spec)
+    for p in plans:
+        p.todo = [(s, 0) for s in p.samples]
+    campaign = RayCampaign(spec, plans, SilentObserver())
+    campaign._lay_out()
+    actor = SimpleNamespace(feed=SimpleNamespace(remote=lambda items: None))
+    slot = _Slot(0, WorkerStats("worker 1"), actor=actor, ready=True)
+    slot.stats.restarts = ray_driver.MAX_RESTARTS
+    campaign._dispatch(slot)
+    ids = ", ".join(f"boolq {s.id}" for s in plans[0].samples)
+    with pytest.raises(ray_driver.WorkersLost, match=f"worker 1 died 4 times \\(last: gone\\); "
+                       f"the run stops; in flight: {ids}$"):  # fmt: skip
+        await campaign._lost(slot, "gone", None)  # type: ignore[arg-type]
 
 
 class Servers(SilentObserver):
@@ -452,3 +472,57 @@ def test_an_address_where_no_ray_answers_fails_within_the_timeout_with_one_line(
         "started on this machine)"
     ], result.stderr
     assert not (tmp_path / "run").exists()
+
+
+# A provider whose call for one sample (n3's) ends the process that makes it, as a sample
+# that crashes its worker would.
+DOOM = """
+import os
+
+
+class DoomConfig(EchoConfig):
+    provider: Literal["doom"] = "doom"
+
+
+class DoomTransport(EchoTransport):
+    provider = "doom"
+
+    async def send(self, messages, params):
+        if "Is 3 " in messages[-1].content:
+            os._exit(1)
+        return await super().send(messages, params)
+
+
+class Doom(Echo):
+    name = "doom"
+    config = DoomConfig
+
+    def from_spec(self, rest):
+        return DoomConfig(model=rest, says=rest)
+
+    def make_transport(self, config):
+        return DoomTransport(config)
+
+
+register_provider(Doom(), replace=True)
+"""
+
+
+def test_a_sample_that_kills_its_worker_each_time_is_recorded_as_errored(tmp_path: Path) -> None:
+    """After its worker died twice with it, the sample is recorded with the error (a
+    resume tries it again) and the run goes on: the other samples are recorded once."""
+    site = tmp_path / "plug"
+    site.mkdir()
+    (site / "doomplug.py").write_text(PLUGIN + DOOM)
+    (site / "parity.toml").write_text(PROMPTS)
+    out = tmp_path / "run"
+    result = hpt("--plugin", "doomplug", "run", "--dataset", "parity", "--model", "doom:even",
+                 "--strategies", "ask_again", "--out", str(out), "--no-cache", "--no-progress",
+                 "--ray", "--workers", "2", "--concurrency", "1",
+                 env={"PYTHONPATH": str(site)}, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    records = {r.sample_id: r for r in read_records(out)}
+    assert sorted(records) == ["n0", "n1", "n2", "n3"]
+    assert [r.error for r in records.values() if r.error] == [records["n3"].error]
+    assert records["n3"].error.startswith("the worker climbing it died 2 times (last: "), records
+    assert records["n3"].attempts == [] and records["n3"].hpi_score is None

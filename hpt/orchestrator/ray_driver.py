@@ -45,7 +45,7 @@ from hpt.orchestrator.ray_worker import (
 )
 from hpt.orchestrator.scheduling import RecordSink, interleave, outlast_cancellation
 from hpt.orchestrator.spec import ConfigError, RunSpec
-from hpt.results.records import Attempt, SampleRecord, parse_record_json
+from hpt.results.records import RECORD_KINDS, Attempt, SampleRecord, parse_record_json
 from hpt.results.runfile import DatasetParams
 
 RAY_HINT = "--ray needs Ray: pip install 'hpt[ray]'"
@@ -58,9 +58,12 @@ CONNECT_S = 60.0
 BACKLOG = 2
 # Work goes out in chunks of this share of a worker's climbers: one message per chunk.
 CHUNK = 0.5
-# Times one worker's place may be refilled after its worker died before the run stops (a
-# sample that kills whatever runs it would otherwise be tried forever).
+# Times one worker's place may be refilled after its worker died before the run stops.
 MAX_RESTARTS = 3
+# Deaths of its worker after which a unit of work is recorded as errored (a later --resume
+# tries it again): a sample that kills whatever runs it would stop the run. After its
+# first, a unit runs as its worker's one suspect, so another death is its own.
+DEATHS = 2
 # A replacement starts once the dead worker's last minute is over: its per-minute share
 # may all have been used in it.
 LIMIT_WINDOW_S = 60.0
@@ -97,6 +100,20 @@ def check_ray(spec: RunSpec, plans: Sequence[CellPlan]) -> None:
                     "directory would keep none); run it without --ray, then give the program "
                     f"it saved: --program {name}=RUN/programs/FILE.json"
                 )
+
+
+def _errored(plan: CellPlan, sample_id: str, draw: int, error: str) -> SampleRecord:
+    """The record of a climb that could not finish (no attempt kept), as ``climb_sample``
+    writes one that ended in an error."""
+    sample = next(s for s in plan.samples if s.id == sample_id)
+    kind = RECORD_KINDS.get(plan.task.record_kind or "", SampleRecord)
+    return kind(
+        **plan.task.record_extras(sample, []), **dataclasses.asdict(plan.cell),
+        sample_id=sample_id, draw=draw, strategies=list(plan.strategies),
+        m=len(plan.strategies), penalty=plan.tally.penalty, target=sample.target,
+        resolved_level=None, hpi_score=None, options=plan.task.answer_options(sample),
+        error=error,
+    )  # fmt: skip
 
 
 def import_ray() -> Any:
@@ -168,6 +185,8 @@ class _Slot:
     incarnation: int = 1
     ready: bool = False
     outstanding: set[int] = field(default_factory=set)
+    # The one unit it holds that was in flight when a worker died (``DEATHS``).
+    suspect: int | None = None
     backends: dict[str, BackendStats] = field(default_factory=dict)
     died_at: float | None = None
     reader: asyncio.Task[None] | None = None
@@ -335,7 +354,8 @@ class RayCampaign:
                 continue  # from a worker already replaced
             if isinstance(event, Landed):
                 self._heard(event.attempts)
-                writing = asyncio.ensure_future(self._land(slot, event.records, store))
+                records = [parse_record_json(text) for text in event.records]
+                writing = asyncio.ensure_future(self._land(slot, records, store))
                 await outlast_cancellation(writing)  # a batch half written is no batch
                 self._count(slot, event.stats)
                 self._dispatch(slot)
@@ -347,7 +367,7 @@ class RayCampaign:
                 self._dispatch(slot)
             else:  # died, or its stream ended though work was still to come
                 reason = event.reason if isinstance(event, _Died) else "its stream ended"
-                self._lost(slot, reason)
+                await outlast_cancellation(asyncio.ensure_future(self._lost(slot, reason, store)))
         return False
 
     def _lay_out(self) -> None:
@@ -368,6 +388,8 @@ class RayCampaign:
         self._items: list[Item] = [item for unit in units.values() for item in unit]
         self._starts = list(itertools.accumulate((len(u) for u in units.values()), initial=0))
         self._queue = deque(range(len(units)))
+        self._suspects: deque[int] = deque()  # units in flight at a death, to hand out again
+        self._deaths: dict[int, int] = {}  # by unit: deaths of the worker holding it
         self._unfinished = len(self._items)
         # The climbs handed out and not yet recorded, by record key (what is not among them
         # was recorded already, or never handed out), and how many each item has left: both
@@ -383,9 +405,18 @@ class RayCampaign:
     def _unit_of(self, item: int) -> int:
         return bisect.bisect_right(self._starts, item) - 1
 
+    def _unit(self, unit: int) -> range:
+        return range(self._starts[unit], self._starts[unit + 1])
+
     def _dispatch(self, slot: _Slot) -> None:
         """Top ``slot``'s worker up to its backlog from the queue, a chunk at a time (a unit
-        goes whole, past the chunk if need be)."""
+        goes whole, past the chunk if need be), and with one suspect at a time."""
+        if slot.suspect is not None and slot.outstanding.isdisjoint(self._unit(slot.suspect)):
+            slot.suspect = None  # recorded
+        if slot.ready and slot.suspect is None and self._suspects:
+            slot.suspect = self._suspects.popleft()
+            items = self._hand_out(slot.suspect, slot)
+            slot.actor.feed.remote([self._items[i] for i in items])
         while slot.ready and self._queue:
             room = self._backlog - len(slot.outstanding)
             if room < min(self._chunk, len(self._queue)):
@@ -399,7 +430,7 @@ class RayCampaign:
 
     def _hand_out(self, unit: int, slot: _Slot) -> list[int]:
         """The items of ``unit`` not yet recorded, now ``slot``'s."""
-        items = [i for i in range(self._starts[unit], self._starts[unit + 1]) if self._items[i]]
+        items = [i for i in self._unit(unit) if self._items[i]]
         for item in items:
             if item not in self._left:  # handed out for the first time
                 climbs = self._items[item]
@@ -412,10 +443,9 @@ class RayCampaign:
             slot.stats.in_flight += self._left[item]
         return items
 
-    async def _land(self, slot: _Slot, texts: list[str], store: RecordSink) -> None:
+    async def _land(self, slot: _Slot, records: list[SampleRecord], store: RecordSink) -> None:
         fresh: list[tuple[SampleRecord, CellPlan]] = []
-        for text in texts:
-            record = parse_record_json(text)
+        for record in records:
             owner = self._owner.pop(record.key, None)
             if owner is None:  # its climb was recorded already (a re-run after a death)
                 self.duplicates += 1
@@ -466,34 +496,54 @@ class RayCampaign:
                     values.append(getattr(retired, f.name))
                 setattr(total, f.name, sum(values))
 
-    def _lost(self, slot: _Slot, reason: str) -> None:
-        """``slot``'s worker died: its unfinished items go back to the front of the queue
-        for the others, and a new worker takes its place (and its share of the limits)."""
+    async def _lost(self, slot: _Slot, reason: str, store: RecordSink) -> None:
+        """``slot``'s worker died: its unfinished units go back for the others, one to a
+        worker at a time, or are recorded as errored after ``DEATHS`` deaths; a new worker
+        takes its place (and its share of the limits)."""
         for label, stats in slot.backends.items():
             retired = self._retired.setdefault(label, BackendStats())
             for f in dataclasses.fields(BackendStats):
                 if f.name not in ("in_flight", "concurrency"):
                     setattr(retired, f.name, getattr(retired, f.name) + getattr(stats, f.name))
         slot.backends = {}
-        units = {self._unit_of(item) for item in slot.outstanding}
-        self._queue.extendleft(sorted(units, reverse=True))
+        units = sorted({self._unit_of(item) for item in slot.outstanding})
         for item in slot.outstanding:
             self._holder.pop(item, None)
         slot.outstanding.clear()
-        slot.ready, slot.died_at = False, time.monotonic()
+        slot.ready, slot.died_at, slot.suspect = False, time.monotonic(), None
         slot.stats.in_flight, slot.stats.state = 0, "dead"
         slot.stats.restarts += 1
         slot.incarnation += 1
+        errored = []
+        for unit in units:
+            deaths = self._deaths[unit] = self._deaths.get(unit, 0) + 1
+            if deaths < DEATHS:
+                self._suspects.append(unit)
+                continue
+            error = (f"the worker climbing it died {deaths} times (last: {reason.rstrip('.')}); "
+                     "hpt run --resume tries it again")  # fmt: skip
+            errored += [_errored(self.plans[index], sample_id, draw, error)
+                        for item in self._unit(unit) for index, sample_id, draw in self._items[item]
+                        if self.plans[index].cell.key(sample_id, draw) in self._owner]  # fmt: skip
+        await self._land(slot, errored, store)
         if slot.stats.restarts > MAX_RESTARTS:
             raise WorkersLost(
                 f"{slot.stats.name} died {slot.stats.restarts} times (last: {reason}); "
-                "the run stops"
+                f"the run stops; in flight: {self._in_flight(units)}"
             )
         with contextlib.suppress(Exception):
             self._ray.kill(slot.actor, no_restart=True)
         for other in self._slots:
             self._dispatch(other)
         self._start(self._replace(slot))
+
+    def _in_flight(self, units: list[int], shown: int = 10) -> str:
+        """The samples of ``units`` not yet recorded, as an error names them."""
+        names = dict.fromkeys(f"{self.plans[index].cell.dataset} {sample_id}"
+                              for unit in units for item in self._unit(unit)
+                              for index, sample_id, _ in self._items[item])  # fmt: skip
+        more = f" and {len(names) - shown} more" if len(names) > shown else ""
+        return ", ".join(list(names)[:shown]) + more
 
     async def _replace(self, slot: _Slot) -> None:
         incarnation = slot.incarnation

@@ -473,6 +473,9 @@ class RayCampaign:
             self.observer.recorded(record, plan.tally)
 
     def _heard(self, attempts: list[Heard]) -> None:
+        # A climb run again after its worker died is heard again (what the dead worker sent
+        # before dying was already told): the levels tried the progress shows count it
+        # twice, rarely and only there; records and tallies count each climb once.
         if not isinstance(self.observer, AttemptWatcher):
             return
         for index, level, iteration, strategy, resolved in attempts:

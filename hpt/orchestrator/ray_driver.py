@@ -3,9 +3,11 @@
 The driver plans the campaign, reads a resume back, writes run.json and is the only writer of
 the run store, as in one process; the climbs run in N Ray actors (``ray_worker``), each an
 event loop with its own backends. Work goes out in small chunks on demand (a fast worker takes
-more), a sample's threshold-sibling climbs together; records stream back as they land. A
-worker that dies is replaced and its unfinished samples go to the others; a record whose
-climb was already recorded is dropped, so none is written twice.
+more), a sample's threshold-sibling climbs together and the samples of one shard key
+(``Task.shard_key``) to one worker; records stream back as they land. A worker that dies is
+replaced and its unfinished samples go to the others (a sample in flight at two deaths is
+recorded as errored); a record whose climb was already recorded is dropped, so none is
+written twice.
 
 Rate limits hold for the whole run: each worker keeps an equal share of every model's
 requests and tokens per minute and calls in flight (``WorkerSpec``), a replacement the dead

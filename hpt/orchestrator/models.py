@@ -34,6 +34,7 @@ from hpt.backends import (
     spec_label,
 )
 from hpt.backends.batching import BatchOptions
+from hpt.backends.builtin.local import LocalConfig
 from hpt.backends.gate import CallGate
 from hpt.backends.managed import ManagedBackend
 from hpt.backends.secrets import without_credentials
@@ -150,8 +151,13 @@ class ModelBackends:
 
     async def open(self, model: ResolvedModel) -> ManagedBackend:
         if model.key not in self._open:
+            config = model.config
+            if isinstance(config, LocalConfig) and config.slots is None:
+                # The embedded server decodes together as many calls as the run keeps in
+                # flight (its own default where the caller names no concurrency).
+                config = config.model_copy(update={"slots": self._direct_concurrency})
             opening = open_backend(
-                model.config, label=model.label, cache=self._cache, gate=self._gate,
+                config, label=model.label, cache=self._cache, gate=self._gate,
                 batch=self._batch,
             )  # fmt: skip
             backend = await self._stack.enter_async_context(opening)

@@ -102,6 +102,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/vs_inspect.py
 	$(BIN)/python bench/vs_raw_client.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/ray_scale.py
 	$(BIN)/python bench/reasoning_readers.py
 	$(BIN)/python bench/reasoning_efforts.py
 	$(BIN)/python bench/batch_cost.py

@@ -3,9 +3,9 @@
     python3 packaging/lock.py                   # `make lock`: re-resolve in a fresh venv
     python3 packaging/lock.py --from-venv .venv # freeze a working venv as it is
 
-The first builds a throwaway venv, installs ``hpt[local,dev,dspy,ray]`` there with no constraints (so
-the newest versions pyproject.toml allows; llama-cpp-python compiles ~10 minutes unless pip's
-cache holds that version's wheel) and freezes it. Either way the lock is
+The first builds a throwaway venv, installs ``hpt[local,dev,dspy,ray]`` there with no
+constraints (so the newest versions pyproject.toml allows; llama-cpp-python compiles ~10
+minutes unless pip's cache holds that version's wheel) and freezes it. Either way the lock is
 ``pip freeze --exclude-editable`` (hpt itself excluded) under a header that says this.
 Standard library only.
 """

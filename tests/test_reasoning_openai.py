@@ -6,7 +6,7 @@ reasoning tokens, truncation, what is sent per model generation, and what is ref
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -432,27 +432,18 @@ async def test_a_thinking_budget_on_an_open_server_says_who_honours_it(
 
 
 @pytest.fixture
-def embedded_on(monkeypatch: pytest.MonkeyPatch) -> FakeOpenAI:
-    """The embedded model's servers replaced by a loopback server that speaks as llama.cpp's
-    does without a reasoning parser: a thinking model's tags come back in the content."""
+def embedded_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """The embedded model's server stood in for by a loopback server that speaks as llama.cpp's
+    does without a reasoning parser: a thinking model's tags come back in the content. It is
+    handed to hpt the way a running server is (HPT_LOCAL_SERVER)."""
     from hpt.backends import local
 
     fake = FakeOpenAI(lambda body: f"<think>\n{THOUGHT}\n</think>\n\n{ANSWER}",
                       api_key="no-key", model_ids=(LOCAL_MODEL_NAME,))  # fmt: skip
-
-    class Servers:
-        serves_logprobs = False
-
-    @contextlib.asynccontextmanager
-    async def servers(n_ctx: int = 8192) -> AsyncIterator[Servers]:
-        with serving(fake.app()) as srv:
-            running = Servers()
-            running.base_url = srv.base_url  # type: ignore[attr-defined]
-            yield running
-
-    monkeypatch.setattr(local, "local_servers", servers)
-    monkeypatch.setattr(local, "find_gguf", lambda: Path("smollm2.gguf"))
-    return fake
+    with serving(fake.app()) as srv:
+        monkeypatch.setenv(local.SERVER_ENV, srv.base_url)
+        monkeypatch.setattr(local, "find_gguf", lambda: Path("smollm2.gguf"))
+        yield fake
 
 
 async def test_the_embedded_servers_inline_thinking_reaches_the_backend_and_is_set_apart(

@@ -9,8 +9,8 @@ export HPT_DATA_DIR ?= $(DATA_DIR)
 # 2 cores; cached in ~/.cache/hpt/llama-server/, then copied into each venv's bin/). `make
 # bench` also compiles llama-cpp-python (~10 min; pip caches the built wheel).
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
-# The exact versions that were tested (hpt[local,dev,dspy,ray] and all it depends on); `make lock`
-# re-resolves it. run, install, test and lint install through it.
+# The exact versions that were tested (hpt[local,dev,dspy,ray,inspect,wandb,mlflow,docs] and all
+# it depends on); `make lock` re-resolves it. run, install, test and lint install through it.
 LOCK    := packaging/constraints.txt
 
 .PHONY: install run test test-embeddings test-min lint lock bench clean browser sandbox
@@ -25,7 +25,7 @@ $(VENV)/.installed-local: pyproject.toml $(LOCK) | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,dspy,ray]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,dspy,ray,inspect,wandb,mlflow,docs]'
 	$(BIN)/python -m hpt.backends.llama_build
 	touch $@ $(VENV)/.installed-local
 
@@ -61,7 +61,7 @@ test: $(VENV)/.installed-dev browser sandbox
 # The sentence-transformers extra brings torch, installed first from TORCH: torch==2.13.0 is
 # a CPU build on this project's CI machines (a file on their disk, ~180 MB); elsewhere pip
 # takes PyPI's build for the platform (on Linux x86_64 a CUDA build, ~3 GB of wheels) unless
-# TORCH names a CPU build. Not through $(LOCK): the lock covers hpt[local,dev,dspy,ray] only.
+# TORCH names a CPU build. Not through $(LOCK): the lock does not cover torch.
 TORCH   ?= torch==2.13.0
 
 $(VENV)/.installed-embeddings: pyproject.toml $(LOCK) $(VENV)/.installed-dev
@@ -89,9 +89,9 @@ lint: $(VENV)/.installed-dev
 lock:
 	$(PYTHON) packaging/lock.py
 
-# Not through $(LOCK): inspect-ai caps fsspec below the locked version.
+# Through $(LOCK) (inspect-ai is locked); llama-cpp-python[server]'s own packages are not.
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-dev
-	$(BIN)/pip install --quiet -e '.[local,dev,dspy,bench]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[local,dev,dspy,bench]'
 	touch $@
 
 bench: $(VENV)/.installed-bench

@@ -3,10 +3,11 @@
     python3 packaging/lock.py                   # `make lock`: re-resolve in a fresh venv
     python3 packaging/lock.py --from-venv .venv # freeze a working venv as it is
 
-The first builds a throwaway venv, installs ``hpt[local,dev,dspy,ray]`` there with no
-constraints (so the newest versions pyproject.toml allows; llama-cpp-python compiles ~10
-minutes unless pip's cache holds that version's wheel) and freezes it. Either way the lock is
-``pip freeze --exclude-editable`` (hpt itself excluded) under a header that says this.
+The first builds a throwaway venv, installs ``hpt[local,dev,dspy,ray,inspect,wandb,mlflow,docs]``
+there with no constraints (so the newest versions pyproject.toml allows; llama-cpp-python
+compiles ~10 minutes unless pip's cache holds that version's wheel) and freezes it. Either way
+the lock is ``pip freeze --exclude-editable`` (hpt itself excluded) under a header that says
+this.
 Standard library only.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOCK = REPO / "packaging" / "constraints.txt"
-EXTRAS = "local,dev,dspy,ray"
+EXTRAS = "local,dev,dspy,ray,inspect,wandb,mlflow,docs"
 
 HEADER = f"""\
 # What `make install`/`make run`, `make test` and CI install:
@@ -62,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
             pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
             subprocess.run([*pip, "--upgrade", "pip"], check=True)
+            # inspect-ai first: resolved together with the rest, pip backtracks through
+            # boto3/botocore releases until it gives up ("resolution-too-deep"); alone it
+            # settles at once, and the second install keeps what it chose.
+            subprocess.run([*pip, "-e", f"{REPO}[inspect]"], check=True)
             subprocess.run([*pip, "-e", f"{REPO}[{EXTRAS}]"], check=True)
             body = freeze(py)
         finally:

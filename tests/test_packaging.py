@@ -23,10 +23,20 @@ REPO = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 LOCK = REPO / "packaging" / "constraints.txt"
 # Extras that hpt/ may import from, lazily (inside a function, or by name through importlib).
-RUNTIME_EXTRAS = ("local", "dspy", "sentence-transformers", "prices", "ray")
-# Extras the lock covers (`pip install -c packaging/constraints.txt -e '.[local,dev,dspy,ray]'`;
+RUNTIME_EXTRAS = (
+    "local",
+    "dspy",
+    "sentence-transformers",
+    "prices",
+    "ray",
+    "inspect",
+    "wandb",
+    "mlflow",
+)
+# Extras the lock covers (`pip install -c packaging/constraints.txt -e
+# '.[local,dev,dspy,ray,inspect,wandb,mlflow,docs]'`;
 # prices' litellm comes with dspy, so its pin must be the lock's).
-LOCKED_EXTRAS = ("local", "dev", "dspy", "prices", "ray")
+LOCKED_EXTRAS = ("local", "dev", "dspy", "prices", "ray", "inspect", "wandb", "mlflow", "docs")
 
 
 def requirements(extra: str | None = None) -> list[Requirement]:

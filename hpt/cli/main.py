@@ -26,6 +26,7 @@ from hpt.cli import (
     ceiling,
     compare,
     decompose,
+    export,
     judge,
     merge,
     report,
@@ -56,6 +57,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
     "ceiling": ceiling.command,
     "annotate": annotate.command,
     "merge": merge.command,
+    "export": export.command,
 }
 
 
@@ -90,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     decompose.add_parser(sub)
     ceiling.add_parser(sub)
     annotate.add_parser(sub)
+    export.add_parser(sub)
     sub.add_parser("list", help="list datasets, strategies, model providers and plugins")
     cache.add_parser(sub)
     for command in sub.choices.values():  # "hpt run --plugin X" as well as "hpt --plugin X run"

@@ -11,13 +11,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from hpt.errors import HptError
-from hpt.exports.source import Exported, RunSource, open_run
-from hpt.reports.cells import Describe
 
-__all__ = ["EXPORTS_DIR", "FORMATS", "ExportError", "Exported", "Format", "RunSource", "export",
-           "open_run"]  # fmt: skip
+if TYPE_CHECKING:  # the reader (numpy) loads on the way to an export, not for `hpt --help`
+    from hpt.exports.source import Exported
+    from hpt.reports.cells import Describe
+
+__all__ = ["EXPORTS_DIR", "FORMATS", "ExportError", "Format", "export", "load_format"]
 
 # Where exports land unless --out says otherwise: RUN_DIR/exports/.
 EXPORTS_DIR = "exports"
@@ -86,6 +88,8 @@ def export(
     """Export the run in ``run_dir`` as ``fmt`` into ``out`` (default RUN_DIR/exports/);
     with ``push``, to that remote target instead of (or besides) the local files, as the
     format says. Nothing leaves the machine without ``push``."""
+    from hpt.exports.source import open_run
+
     module = load_format(fmt)
     if push is not None and FORMATS[fmt].push is None:
         raise ExportError(

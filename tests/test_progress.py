@@ -15,6 +15,7 @@ from hpt.cli.progress import (
     MAX_WORKERS_SHOWN,
     RichProgress,
     cells_table,
+    print_cells,
     print_table,
     summary_table,
 )
@@ -112,6 +113,61 @@ def test_tables_on_a_terminal_or_narrow_content_are_printed_as_before() -> None:
     print_table(console, summary_table(_summary("boolq", "alpha"), ["role"]))
     assert out.getvalue() == _rendered(console, summary_table(_summary("boolq", "alpha"), ["role"]))
     assert max(map(len, out.getvalue().splitlines())) <= 80
+
+
+def _terminal(width: int) -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=True, width=width, color_system=None), out
+
+
+def _campaign() -> list[Summary]:
+    """Six cells: three datasets (one with a text metric) by two models, one mode."""
+    return [_summary(dataset, model, **({"text_metric": "rougeL", "text_score": 0.2134}
+                                         if dataset == "samsum" else {}))
+            for dataset in ("boolq", "samsum", "gsm8k")
+            for model in ("local", "gpt-4o-mini")]  # fmt: skip
+
+
+def test_the_closing_table_on_an_80_column_terminal_cuts_nothing() -> None:
+    summaries = _campaign()
+    console, out = _terminal(80)
+    print_cells(console, summaries)
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert "…" not in text, text
+    assert max(map(len, lines)) <= 80, text
+    # The mode all cells share goes into the title; the rest are columns with short headers,
+    # explained under the table.
+    assert "HPF runs · standard (HPI: lower is better)" in text
+    header = next(line for line in lines if line.startswith("dataset"))
+    assert header.split() == ["dataset", "model", "n", "HPI", "chance", "acc", "L1", "metric",
+                              "err"]  # fmt: skip
+    row = next(line for line in lines if line.startswith("samsum") and "gpt-4o-mini" in line)
+    assert row.split() == ["samsum", "gpt-4o-mini", "1000", "1.734", "-", "0.912", "0.655",
+                           "rougeL", "0.213", "2"]  # fmt: skip
+    assert "chance a guesser's HPI" in " ".join(lines[-2:])
+
+    # Wide enough for the whole table: the whole table, as before.
+    console, out = _terminal(160)
+    print_cells(console, summaries)
+    assert out.getvalue() == _rendered(console, cells_table(summaries))
+
+
+def test_a_terminal_too_narrow_for_any_table_gets_the_cells_one_by_one() -> None:
+    summaries = [_summary("boolq", LONG_MODEL), _summary("samsum", "alpha", text_metric="rougeL",
+                                                         text_score=0.41)]  # fmt: skip
+    for width in (80, 40):  # a 79-character model name leaves no room for a table at 80
+        console, out = _terminal(width)
+        print_cells(console, summaries)
+        text = out.getvalue()
+        lines = text.splitlines()
+        assert "…" not in text and max(map(len, lines)) <= width, text
+        figures = " ".join(line.strip() for line in lines)
+        for figure in ("scored 1000", "HPI 1.734", "chance HPI -", "accuracy 0.912",
+                       "L1 accuracy 0.655", "metric rougeL 0.410", "errors 2"):  # fmt: skip
+            assert figure in figures, text  # each figure whole on one line
+        assert "samsum · alpha · standard" in lines
+        assert LONG_MODEL in "".join(lines), text  # folded, never cut
 
 
 def _rendered(console: Console, table: object) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from hpt.cli.progress import cells_table, print_table, summary_table
+from hpt.cli.progress import print_cells, print_table, summary_table
 from hpt.orchestrator.merge import merge_shards
 from hpt.results.rundir import SAMPLES
 
@@ -46,7 +46,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     if len(result.summaries) == 1:
         print_table(console, summary_table(result.summaries[0]))
     elif result.summaries:
-        print_table(console, cells_table(result.summaries))
+        print_cells(console, result.summaries)
     shards = ", ".join(f"{i}/{result.count}" for i in result.merged)
     _say(console, f"merged shards {shards}: {result.records} records in "
          f"{result.out / SAMPLES}")  # fmt: skip

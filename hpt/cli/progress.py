@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console, Group
+from rich import box
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.measure import Measurement
 from rich.progress import (
@@ -341,36 +343,145 @@ def _depth_mean(mean: float | None, nodes: int | None) -> str:
     return f"{_fmt(mean)} ({nodes} node{'' if nodes == 1 else 's'})"
 
 
-def cells_table(summaries: list[Summary]) -> Table:
-    """A campaign at a glance: one row per cell."""
-    table = PlainTable(title="HPF runs (HPI: lower is better)")
-    for name in ("dataset", "model", "mode", "scored", "HPI", "chance HPI", "accuracy",
-                 "L1 accuracy"):  # fmt: skip
-        table.add_column(name, justify="left" if name in ("dataset", "model", "mode") else "right")
-    table.add_column("metric", justify="right")
-    # Reasoning models: columns only where some cell has their figures.
-    thinking = any(s.reasoning_tokens is not None for s in summaries)
-    truncated = any(s.cut_off[0] for s in summaries)
-    if thinking:
-        table.add_column("thinking tokens", justify="right")
-    if truncated:
-        table.add_column("truncated", justify="right")
-    table.add_column("errors", justify="right")
-    for s in summaries:
-        metric = f"{s.text_metric} {_fmt(s.text_score)}" if s.text_metric else "-"
+@dataclass(frozen=True)
+class _Column:
+    """One column of the closing cells table: its full header, the short one a narrow
+    terminal gets (explained under the table), and its text in each row."""
+
+    name: str
+    short: str
+    values: list[str]
+    legend: str = ""  # what the short header means, when it says less than the name
+
+    @property
+    def label(self) -> bool:  # names (dataset, model, mode), not figures
+        return self.name in _LABELS
+
+
+_LABELS = ("dataset", "model", "mode")
+CELLS_TITLE = "HPF runs (HPI: lower is better)"
+
+
+def _cell_columns(summaries: list[Summary]) -> list[_Column]:
+    """The closing table's columns, each only where some cell has its figures."""
+
+    def metric(s: Summary) -> str:
         if s.depth_scores is not None:
             nodes = s.depth_nodes or {}
             means = "  ".join(f"D{d} {_depth_mean(v, nodes.get(d))}"
                               for d, v in s.depth_scores.items())  # fmt: skip
-            metric = f"judge {means}  judge missing {s.judge_missing}"
-        extra = [str(s.reasoning_tokens) if s.reasoning_tokens is not None else "-"] * thinking
-        extra += [truncations(s)] * truncated
-        table.add_row(
-            s.cell.dataset_label, s.model, s.cell.mode_label, str(s.n), _fmt(s.hpi),
-            _fmt(s.chance_hpi), _fmt(s.accuracy), _fmt(s.level1_accuracy), metric, *extra,
-            str(s.errors),
-        )  # fmt: skip
+            return f"judge {means}  judge missing {s.judge_missing}"
+        return f"{s.text_metric} {_fmt(s.text_score)}" if s.text_metric else "-"
+
+    columns = [
+        _Column("dataset", "dataset", [s.cell.dataset_label for s in summaries]),
+        _Column("model", "model", [s.model for s in summaries]),
+        _Column("mode", "mode", [s.cell.mode_label for s in summaries]),
+        _Column("scored", "n", [str(s.n) for s in summaries], "n samples scored"),
+        _Column("HPI", "HPI", [_fmt(s.hpi) for s in summaries]),
+        _Column(
+            "chance HPI",
+            "chance",
+            [_fmt(s.chance_hpi) for s in summaries],
+            "chance a guesser's HPI",
+        ),
+        _Column("accuracy", "acc", [_fmt(s.accuracy) for s in summaries], "acc accuracy"),
+        _Column(
+            "L1 accuracy", "L1", [_fmt(s.level1_accuracy) for s in summaries], "L1 level-1 accuracy"
+        ),
+        _Column("metric", "metric", [metric(s) for s in summaries]),
+    ]
+    if any(s.reasoning_tokens is not None for s in summaries):
+        columns.append(_Column(
+            "thinking tokens", "thinking",
+            [str(s.reasoning_tokens) if s.reasoning_tokens is not None else "-"
+             for s in summaries],
+            "thinking thinking tokens",
+        ))  # fmt: skip
+    if any(s.cut_off[0] for s in summaries):
+        columns.append(_Column("truncated", "cut", [truncations(s) for s in summaries],
+                               "cut truncated at the token limit"))  # fmt: skip
+    columns.append(_Column("errors", "err", [str(s.errors) for s in summaries], "err errors"))
+    return columns
+
+
+def cells_table(summaries: list[Summary]) -> Table:
+    """A campaign at a glance: one row per cell, every column under its full name."""
+    columns = _cell_columns(summaries)
+    table = PlainTable(title=CELLS_TITLE)
+    for column in columns:
+        table.add_column(column.name, justify="left" if column.label else "right")
+    for row in zip(*(c.values for c in columns), strict=True):
+        table.add_row(*row)
     return table
+
+
+def compact_cells_table(summaries: list[Summary]) -> tuple[Table, str]:
+    """The cells table for a narrow terminal, and the line that explains its short headers:
+    names the cells share go into the title, the rest fold rather than being cut, headers
+    are short, and no rules stand between the columns."""
+    columns = _cell_columns(summaries)
+    shared = [c for c in columns if c.label and len(set(c.values)) == 1]
+    columns = [c for c in columns if c not in shared]
+    title = CELLS_TITLE
+    if shared:
+        title = f"HPF runs · {' · '.join(c.values[0] for c in shared)} (HPI: lower is better)"
+    table = PlainTable(title=Text(title), box=box.SIMPLE_HEAD, padding=(0, 1),
+                       collapse_padding=True, pad_edge=False, show_edge=False)  # fmt: skip
+    for column in columns:
+        if column.label or column.name == "metric":
+            table.add_column(column.short, justify="left", overflow="fold")
+        else:
+            table.add_column(column.short, justify="right", no_wrap=True)
+    for row in zip(*(c.values for c in columns), strict=True):
+        table.add_row(*row)
+    legend = " · ".join(c.legend for c in columns if c.legend)
+    return table, legend
+
+
+def stacked_cells(summaries: list[Summary], width: int) -> Group:
+    """The cells one after another, each figure named in full and packed into lines of
+    ``width``: what a terminal too narrow for any table gets. A line breaks between figures,
+    never inside one (a name longer than the line folds)."""
+    columns = _cell_columns(summaries)
+    parts: list[RenderableType] = [Text(CELLS_TITLE, style="bold")]
+    for i in range(len(summaries)):
+        parts.append(Text(" · ".join(c.values[i] for c in columns if c.label), style="bold",
+                          overflow="fold"))  # fmt: skip
+        figures = [f"{c.name} {c.values[i]}" for c in columns if not c.label]
+        line = ""
+        for figure in figures:
+            if line and len(line) + 3 + len(figure) > width:
+                parts.append(Text(line, overflow="fold"))
+                line = ""
+            line = f"{line}   {figure}" if line else f"  {figure}"
+        parts.append(Text(line, overflow="fold"))
+    return Group(*parts)
+
+
+def print_cells(console: Console, summaries: list[Summary]) -> None:
+    """The closing cells table as wide as the screen allows: whole (off a terminal always,
+    see print_table); on a terminal too narrow for it, compact; narrower still, stacked.
+    No name or header is ever cut to "…"."""
+    full = cells_table(summaries)
+    if not console.is_terminal or _fits(console, full, minimum=False):
+        print_table(console, full)
+        return
+    compact, legend = compact_cells_table(summaries)
+    if _fits(console, compact, minimum=True):
+        console.print(compact)
+        if legend:
+            console.print(Text(legend, style="dim", overflow="fold"))
+        return
+    console.print(stacked_cells(summaries, console.width))
+
+
+def _fits(console: Console, table: Table, *, minimum: bool) -> bool:
+    """Whether ``table`` fits the console's width: as laid out whole, or (``minimum``) with
+    its folding columns folded."""
+    measured = Measurement.get(console, console.options.update_width(UNBOUNDED), table)
+    width = measured.minimum if minimum else measured.maximum
+    return width <= console.width
 
 
 def print_table(console: Console, table: Table) -> None:

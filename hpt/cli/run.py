@@ -39,7 +39,7 @@ from hpt.cli.penalty import (
 )
 from hpt.cli.progress import (
     RichProgress,
-    cells_table,
+    print_cells,
     print_table,
     summary_table,
     truncation_warning,
@@ -571,7 +571,7 @@ def command(args: argparse.Namespace, console: Console, err: Console, plugins: l
     if len(result.summaries) == 1:
         print_table(console, summary_table(result.summary, spec.strategies))
     else:
-        print_table(console, cells_table(result.summaries))
+        print_cells(console, result.summaries)
     limits = [result.generation[s.dataset].asked.max_tokens for s in result.summaries
               if s.cut_off[0] and s.dataset in result.generation]  # fmt: skip
     warning = truncation_warning(result.summaries, limits)

@@ -254,11 +254,10 @@ def test_table_fits_its_panel_at_1400px(ladder_page: object, tmp_path: Path) -> 
     ladder_page.screenshot(path=str(tmp_path / "table.png"))  # type: ignore[attr-defined]
 
 
-def test_serve_on_localhost(browser: object, big_run: Path, tmp_path: Path) -> None:
-    out = tmp_path / "served.html"
-    env = {**os.environ}
-    proc = subprocess.Popen([HPT, "view", str(big_run), "--out", str(out), "--serve"],
-                            stdout=subprocess.PIPE, text=True, env=env)  # fmt: skip
+def test_serve_on_localhost(browser: object, big_run: Path) -> None:
+    """--serve serves the live page: a big run arrives in parts, all of it."""
+    proc = subprocess.Popen([HPT, "view", str(big_run), "--serve"], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ})  # fmt: skip
     try:
         url = None
         assert proc.stdout is not None
@@ -269,10 +268,50 @@ def test_serve_on_localhost(browser: object, big_run: Path, tmp_path: Path) -> N
                 break
         assert url, "no URL printed"
         page = _page(browser, url)
-        assert page.inner_text("#count").startswith(f"{N:,} of")
+        page.wait_for_function(
+            f"() => document.querySelector('#count').textContent.startsWith('{N:,} of {N:,}')"
+        )
+        assert page.locator("[data-testid=summary] tbody tr").count() == 8
+        assert page.errors == []
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    assert not (big_run / "view.html").exists()  # nothing written
+    both = hpt("view", str(big_run), "--serve", "--out", "x.html")
+    assert both.returncode == 2 and "--serve writes no file" in both.stderr
+
+
+def test_opens_on_the_summary_with_whole_ids(ladder_page: object, tmp_path: Path) -> None:
+    """The first screen is the run's summary, hpt's own numbers; sample ids are not cut."""
+    ladder_page.click("#to-summary")  # type: ignore[attr-defined]
+    summary = ladder_page.locator("[data-testid=summary]")  # type: ignore[attr-defined]
+    assert summary.is_visible()
+    run = Path(ladder_page.url.removeprefix("file://")).parent  # type: ignore[attr-defined]
+    from hpt.reports.cells import collect
+
+    reports = collect([run])
+    shown = summary.locator("tbody tr")
+    assert shown.count() == len(reports) == 2
+    for report in reports:
+        s = report.summary
+        row = summary.locator(f"tr[data-cell='{s.cell.title}']")
+        cell = {key: row.locator(f"td[data-key={key}]").inner_text()
+                for key in ("samples", "n", "hpi", "chance_hpi", "accuracy", "errors")}  # fmt: skip
+        assert cell == {"samples": str(s.samples), "n": str(s.n), "hpi": f"{s.hpi:.3f}",
+                        "chance_hpi": f"{s.chance_hpi:.3f}" if s.chance_hpi is not None else "–",
+                        "accuracy": f"{s.accuracy:.3f}", "errors": str(s.errors)}  # fmt: skip
+    assert summary.locator("tr[data-cell] td[data-key=errors]").all_inner_texts().count("1") == 1
+    # Whole ids: each sample cell shows its full text and nothing overflows it.
+    ladder_page.fill("#f-text", "sample-with")  # type: ignore[attr-defined]
+    ladder_page.set_viewport_size({"width": 900, "height": 700})  # type: ignore[attr-defined]
+    ids = ladder_page.locator("#rows tr td:nth-child(1)")  # type: ignore[attr-defined]
+    assert ids.count() == 40
+    for k in (0, 17, 39):
+        td = ids.nth(k)
+        assert td.inner_text() == f"sample-with-a-long-identifier-{k:04d}"
+        assert td.evaluate("td => td.scrollWidth <= td.clientWidth"), td.inner_text()
+    ladder_page.set_viewport_size({"width": 1400, "height": 900})  # type: ignore[attr-defined]
+    ladder_page.fill("#f-text", "")  # type: ignore[attr-defined]
 
 
 def test_view_errors(tmp_path: Path) -> None:

@@ -1,10 +1,14 @@
 "use strict";
 // The trace viewer: a filterable table of samples and, for one sample, its climb up the
 // ladder. Records arrive as gzip'd, base64'd chunks embedded in the page and are decoded only
-// when a sample from that chunk is opened, so a 10,000-sample run opens at once.
+// when a sample from that chunk is opened, so a 10,000-sample run opens at once. It opens on
+// the run's summary: each cell's figures as hpt's tally computed them (embedded as data, never
+// recomputed here). Live (hpt view --serve): the page starts empty and asks the server for
+// the rows it lacks, the summary when it changed, and a record when one is opened.
 (() => {
   const data = JSON.parse(document.getElementById("hpt-index").textContent);
   const { cells, rows, chunk } = data;
+  const live = Boolean(data.live);
   const PAGE = 100;
   const $ = (id) => document.getElementById(id);
   const el = (tag, attrs = {}, ...kids) => {
@@ -31,12 +35,13 @@
   const isDepth = (r) => r.length > 9;
   const nodeOf = (r) => (r.length > 11 ? r[11] : r[2]);
   const nodeRows = new Map();  // cell index + node id -> that node's rows (one per draw)
-  for (const r of rows) {
-    if (!isDepth(r)) continue;
+  const indexRow = (r) => {
+    if (!isDepth(r)) return;
     const key = r[1] + "\u0000" + nodeOf(r);
     if (!nodeRows.has(key)) nodeRows.set(key, []);
     nodeRows.get(key).push(r);
-  }
+  };
+  rows.forEach(indexRow);
   const findNode = (cell, id, draw) => {
     const found = nodeRows.get(cell + "\u0000" + id);
     return found && (found.find((r) => r[3] === draw) || found[0]);
@@ -44,31 +49,54 @@
 
   // ---- filters
   const distinct = (f) => [...new Set(cells.map(f))];
+  // A select gets the values it lacks (a live run meets new cells as it goes), the choice kept.
   const fill = (select, values) => {
-    for (const v of values) select.append(el("option", { value: v }, v));
+    const have = new Set([...select.options].map((o) => o.value));
+    if (values.every((v) => have.has(v))) return;
+    const chosen = select.value;
+    select.replaceChildren(select.options[0], ...values.map((v) => el("option", { value: v }, v)));
+    select.value = chosen;
   };
-  fill($("f-model"), distinct((c) => c.model));
-  fill($("f-dataset"), distinct(cellName));
-  fill($("f-mode"), distinct((c) => c.mode));
-  const variants = distinct((c) => c.variant).filter((v) => v != null);
-  if (variants.length) {
-    fill($("f-variant"), variants);
-    $("l-variant").hidden = false;
+  let maxM = 0;
+  function fillFilters(reasoning) {
+    fill($("f-model"), distinct((c) => c.model));
+    fill($("f-dataset"), distinct(cellName));
+    fill($("f-mode"), distinct((c) => c.mode));
+    const variants = distinct((c) => c.variant).filter((v) => v != null);
+    if (variants.length) {
+      fill($("f-variant"), variants);
+      $("l-variant").hidden = false;
+    }
+    // Reasoning models: the efforts and thinking budgets the cells asked, from least to most.
+    if (reasoning.length) {
+      fill($("f-reasoning"), reasoning);
+      $("l-reasoning").hidden = false;
+    }
+    const m = Math.max(0, ...cells.map((c) => c.m));
+    if (m !== maxM) {
+      maxM = m;
+      const chosen = $("f-level").value;
+      const levels = [el("option", { value: "" }, "any")];
+      for (let k = 1; k <= maxM; k++) levels.push(el("option", { value: String(k) }, "L" + k));
+      levels.push(el("option", { value: "none" }, "unresolved"), el("option", { value: "error" }, "error"));
+      $("f-level").replaceChildren(...levels);
+      $("f-level").value = chosen;
+    }
   }
-  // Reasoning models: the efforts and thinking budgets the cells asked, from least to most.
-  if (data.reasoning.length) {
-    fill($("f-reasoning"), data.reasoning);
-    $("l-reasoning").hidden = false;
-  }
-  const maxM = Math.max(...cells.map((c) => c.m));
-  for (let k = 1; k <= maxM; k++) $("f-level").append(el("option", { value: String(k) }, "L" + k));
-  $("f-level").append(el("option", { value: "none" }, "unresolved"), el("option", { value: "error" }, "error"));
+  fillFilters(data.reasoning);
 
   let shown = rows;
   let page = 0;
   let selected = -1;
+  // What the summary shows (live: replaced as the server says the run moved on).
+  let summary = data.summary, spend = data.spend, complete = data.complete, problem = null;
+  let onSummary = true;  // the summary, not a sample, is in the right pane
+  const fixed = (x, digits = 3) => (x == null ? "–" : x.toFixed(digits));
+  const count = (x) => (x == null ? "–" : x.toLocaleString("en"));
+  // Dollars as hpt prints them: to the cent, to a hundredth of a cent below ten cents.
+  const usd = (x) => (x == null ? "–" : "$" + (x > 0 && x < 0.1 ? x.toFixed(4) : x.toFixed(2)));
 
-  function applyFilters() {
+  function applyFilters(keepPage) {
     const model = $("f-model").value, dataset = $("f-dataset").value, mode = $("f-mode").value;
     const variant = $("f-variant").value, reasoning = $("f-reasoning").value;
     const level = $("f-level").value, errors = $("f-error").value;
@@ -88,11 +116,11 @@
       if (text && !r[2].toLowerCase().includes(text)) return false;
       return true;
     });
-    page = 0;
+    if (keepPage !== true) page = 0;
     render();
   }
-  for (const id of ["f-model", "f-dataset", "f-mode", "f-variant", "f-reasoning", "f-level", "f-error"]) $(id).addEventListener("change", applyFilters);
-  $("f-text").addEventListener("input", applyFilters);
+  for (const id of ["f-model", "f-dataset", "f-mode", "f-variant", "f-reasoning", "f-level", "f-error"]) $(id).addEventListener("change", () => applyFilters());
+  $("f-text").addEventListener("input", () => applyFilters());
 
   function levelCell(r) {
     if (r[5]) return el("td", { class: "lv-error" }, "error");
@@ -104,6 +132,8 @@
 
   // A text cell that may be cut with an ellipsis keeps its full text as a tooltip.
   const textCell = (value) => el("td", { class: "clip", title: value }, value);
+  // A sample id is never cut: it wraps within its column.
+  const idCell = (value) => el("td", { class: "c-id" }, value);
 
   function render() {
     const pages = Math.max(1, Math.ceil(shown.length / PAGE));
@@ -112,7 +142,7 @@
     for (const r of shown.slice(page * PAGE, (page + 1) * PAGE)) {
       const c = cells[r[1]];
       const tr = el("tr", { "data-row": String(r[0]) },
-        textCell(r[2] + (r[3] ? " #" + r[3] : "")), textCell(cellName(c)), textCell(c.model),
+        idCell(r[2] + (r[3] ? " #" + r[3] : "")), textCell(cellName(c)), textCell(c.model),
         el("td", {}, modeName(c)), levelCell(r), el("td", { class: "num" }, r[6] == null ? "-" : r[6].toFixed(2)),
         el("td", { class: "num" }, r[7]), el("td", { class: "num" }, r[8]));
       if (r[0] === selected) tr.classList.add("selected");
@@ -131,6 +161,12 @@
   // ---- records, decoded per chunk on demand
   const decoded = new Map();
   async function chunkOf(n) {
+    if (live) {  // one record at a time, from the server; n is its row
+      if (!decoded.has(n)) {
+        decoded.set(n, fetch("api/record/" + n).then((r) => r.json()).then((rec) => [rec]));
+      }
+      return decoded.get(n);
+    }
     if (!decoded.has(n)) {
       decoded.set(n, (async () => {
         const b64 = document.getElementById("hpt-chunk-" + n).textContent.trim();
@@ -144,10 +180,11 @@
 
   async function open(i) {
     selected = i;
+    onSummary = false;
     for (const tr of document.querySelectorAll("#rows tr")) tr.classList.toggle("selected", Number(tr.dataset.row) === i);
-    const records = await chunkOf(Math.floor(i / chunk));
+    const records = await chunkOf(live ? i : Math.floor(i / chunk));
     if (selected !== i) return;  // another row was clicked meanwhile
-    showRecord(records[i % chunk], rows[i]);
+    showRecord(live ? records[0] : records[i % chunk], rows[i]);
   }
 
   // ---- the ladder, drawn with the path this sample took
@@ -381,6 +418,95 @@
     }
   }
 
+  // ---- the run's summary: what the page opens on
+  function showSummary() {
+    onSummary = true;
+    selected = -1;
+    for (const tr of document.querySelectorAll("#rows tr.selected")) tr.classList.remove("selected");
+    const box = el("section", { "data-testid": "summary" });
+    box.append(el("h2", {}, "Run summary"));
+    if (live) {
+      box.append(el("p", { "data-testid": "progress" }, complete ? `The run is complete: ${count(rows.length)} samples.`
+        : `Live: ${count(rows.length)} samples recorded so far; this page follows the run as records land.`));
+    }
+    if (problem) box.append(el("p", { class: "problem", "data-testid": "problem" }, problem));
+    if (!summary.length) {
+      box.append(el("p", { class: "empty" }, live ? "No record yet: each cell appears here when its first sample is recorded." : "This run holds no record."));
+    } else {
+      const head = ["cell", "samples", "scored", "HPI", "chance HPI", "accuracy", "level-1 accuracy", "unresolved", "errors", "calls", "tokens"];
+      const table = el("table", { class: "summary" }, el("thead", {}, el("tr", {}, ...head.map((h, k) => el("th", k ? { class: "c-num" } : {}, h)))));
+      const body = el("tbody");
+      for (const s of summary) {
+        const num = (v, key) => el("td", { class: "num", "data-key": key }, v);
+        body.append(el("tr", { "data-cell": s.title },
+          el("td", { class: "cell-title" }, s.title), num(count(s.samples), "samples"), num(count(s.n), "n"),
+          num(fixed(s.hpi), "hpi"), num(fixed(s.chance_hpi), "chance_hpi"), num(fixed(s.accuracy), "accuracy"),
+          num(fixed(s.level1_accuracy), "level1_accuracy"), num(count(s.unresolved), "unresolved"),
+          num(count(s.errors), "errors"), num(count(s.calls), "calls"),
+          num(count(s.prompt_tokens + s.completion_tokens), "tokens")));
+      }
+      table.append(body);
+      box.append(table);
+      box.append(el("p", { class: "note" }, "HPI: lower is better (1: every sample resolved at level 1); chance HPI: what a uniform random guesser scores on the same samples and ladder (– where answers are open-ended). Errored and unjudged climbs are outside the scored samples and every mean."));
+    }
+    for (const s of spend || []) {
+      const models = Object.entries(s.by_model || {}).map(([m, e]) => `${m} ${usd(e.usd)} on ${count(e.calls)} calls`).join("; ");
+      box.append(el("p", { class: "spend", "data-testid": "spend" },
+        `${live && !complete ? "Cost so far" : "Cost"}${spend.length > 1 ? " of " + s.directory : ""}: ${usd(s.spent_usd)} on ${count(s.calls)} calls${models ? ` (${models})` : ""}`));
+    }
+    box.append(el("p", { class: "empty" }, "Choose a sample to see its climb: the ladder with the path it took, then every attempt's prompt, response, parsed answer and check."));
+    $("detail").replaceChildren(box);
+  }
+  $("to-summary").addEventListener("click", showSummary);
+
+  // ---- live: ask the server for what is new, a few times a second
+  const POLL_MS = 250;
+  let version = -1;
+  async function poll() {
+    let more = true;
+    while (more) {
+      const answer = await (await fetch(`api/updates?since=${rows.length}&v=${version}`, { cache: "no-store" })).json();
+      cells.splice(0, cells.length, ...answer.cells);
+      let fresh = false;
+      for (const r of answer.rows) {
+        if (r[0] !== rows.length) continue;  // already here (an answer that crossed another)
+        rows.push(r);
+        indexRow(r);
+        fresh = true;
+      }
+      more = fresh && rows.length < answer.total;
+      if (fresh) {
+        fillFilters(answer.reasoning);
+        applyFilters(true);
+      }
+      let changed = answer.problem !== problem;
+      problem = answer.problem;
+      if (answer.summary) {
+        ({ summary, spend, complete, version } = answer);
+        changed = true;
+      }
+      $("live").textContent = complete ? "complete" : `live · ${count(rows.length)} samples`;
+      $("live").classList.toggle("running", !complete);
+      if ((changed || fresh) && onSummary) showSummary();
+    }
+  }
+  async function follow() {
+    try {
+      await poll();
+    } catch (exc) {
+      $("live").textContent = "the server does not answer (stopped?); trying again";
+    }
+    document.body.dataset.ready = "1";
+    setTimeout(follow, POLL_MS);
+  }
+
   render();
-  document.body.dataset.ready = "1";
+  showSummary();
+  if (live) {
+    $("live").hidden = false;
+    follow();
+  } else {
+    document.body.dataset.ready = "1";
+  }
 })();
+

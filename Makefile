@@ -13,7 +13,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 # it depends on); `make lock` re-resolves it. run, install, test and lint install through it.
 LOCK    := packaging/constraints.txt
 
-.PHONY: install run test test-embeddings test-min lint lock bench clean browser sandbox
+.PHONY: install run test test-embeddings test-min lint docs lock bench clean browser sandbox
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,11 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check hpt tests bench packaging
 	$(BIN)/mypy hpt
 
+## The documentation site (docs/, mkdocs.yml) into site/, strict: a warning, a broken link or
+## anchor, or a page missing from the nav fails. Nothing is fetched while building.
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 ## Re-resolve $(LOCK): a fresh venv gets the newest versions pyproject.toml allows, then
 ## `pip freeze`. Run `make test` after it; commit the lock with the change that needed it.
 lock:
@@ -107,6 +112,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python bench/reasoning_efforts.py
 	$(BIN)/python bench/batch_cost.py
 	$(BIN)/python bench/viewer.py
+	$(BIN)/python bench/export.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

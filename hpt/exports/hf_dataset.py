@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 from datasets import Dataset, Features, List, Value
 from huggingface_hub import DatasetCard, DatasetCardData
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalTokenNotFoundError
 
-from hpt.errors import HptError
+from hpt.errors import EXIT_FAILURE
+from hpt.exports import ExportError
 from hpt.exports.source import Exported, RunSource, cell_metrics
 from hpt.reports.markdown import interval, number, pipe_table
 from hpt.reports.report_markdown import markdown
@@ -35,8 +35,10 @@ SPEC_FIELDS = ("dataset", "model", "mode", "strategies", "threshold", "depth_mod
                "seed", "samples_per_task", "hpt_version", "started_at", "command")  # fmt: skip
 
 
-class HubError(HptError):
+class HubError(ExportError):
     """The Hub refused or could not be reached; the local export stands."""
+
+    exit_status = EXIT_FAILURE
 
 
 def _string() -> Value:
@@ -344,7 +346,12 @@ def _push(dataset: Dataset, card: DatasetCard, repo: str) -> str:
             f"cannot push to {repo}: no Hugging Face token; run `hf auth login` or set HF_TOKEN "
             "(the local export is written)"
         ) from None
-    except (HfHubHTTPError, HFValidationError, httpx.HTTPError, OSError) as exc:
+    except Exception as exc:
+        # The Hub client raises from more than one HTTP stack (httpx, its fork httpx2,
+        # requests) and its own HfHubHTTPError/HFValidationError; whichever it is, the user
+        # needs one line naming the repo and the reason, not a traceback.
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, HfHubHTTPError | HFValidationError):
+            reason = f"the Hub refused: {reason}"
         raise HubError(f"cannot push to {repo}: {reason} (the local export is written)") from None
     return f"https://huggingface.co/datasets/{repo}"

@@ -6,8 +6,11 @@ Every number is hpt's own (``cell_metrics``, the CellReports, the records), neve
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hpt import __version__
@@ -98,8 +101,8 @@ def _text(value: Any) -> str:
 
 def flat_params(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
     """Nested settings as flat "a.b.c" -> text: a list of plain values joined by commas
-    (datasets, models, strategies), a list holding objects as JSON; None and empty values
-    left out (an unset option is not a parameter of the run)."""
+    (datasets, models, strategies), the command as a shell line, a list holding objects as
+    JSON; None and empty values left out (an unset option is not a parameter of the run)."""
     flat: dict[str, str] = {}
     for key, value in data.items():
         name = f"{prefix}{_part(str(key))}"
@@ -107,6 +110,10 @@ def flat_params(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
             continue
         if isinstance(value, dict):
             flat.update(flat_params(value, f"{name}."))
+        elif (
+            key == "command" and isinstance(value, list) and all(isinstance(v, str) for v in value)
+        ):
+            flat[name] = shlex.join(value)  # as a shell would take it again
         elif isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
             flat[name] = ",".join(_text(v) for v in value)
         else:
@@ -163,3 +170,19 @@ def sample_rows(run: RunSource) -> Iterator[list[Any]]:
                r.model, cell.mode_label, r.resolved_level, r.hpi_score, len(r.attempts),
                r.calls, r.prompt_tokens, r.completion_tokens, r.target, _answer(r),
                r.error]  # fmt: skip
+
+
+@contextmanager
+def scoped_env(name: str, value: str | None) -> Iterator[None]:
+    """``name`` set to ``value`` (None: left as it is) while an export runs, as it was
+    afterwards: an export leaves the caller's environment unchanged."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before

@@ -7,11 +7,8 @@ with --push ENTITY/PROJECT or PROJECT, an online run there."""
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import wandb
@@ -33,21 +30,6 @@ def _target(push: str) -> tuple[str | None, str]:
     if len(parts) > 2 or not all(parts):
         raise ExportError(f"--push {push!r}: give a W&B project as ENTITY/PROJECT or PROJECT")
     return (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0])
-
-
-@contextmanager
-def _env(name: str, value: str | None) -> Iterator[None]:
-    """``name`` set to ``value`` while the export runs, as it was afterwards."""
-    before = os.environ.get(name)
-    if value is not None:
-        os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
 
 
 def _settings(offline: bool) -> wandb.Settings:
@@ -76,7 +58,7 @@ def export(run: RunSource, out: Path, *, push: str | None = None) -> Exported:
     # data folder otherwise), so that <out>/wandb/ is whole and syncs from anywhere.
     staging = str((folder / STAGING).resolve()) if push is None else None
     try:
-        with _env("WANDB_DATA_DIR", staging):
+        with tracking.scoped_env("WANDB_DATA_DIR", staging):
             return _export(run, out, entity, project, offline=push is None)
     except WandbError as exc:
         where = "an offline W&B run" if push is None else f"W&B project {push!r}"

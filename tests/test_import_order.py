@@ -1,4 +1,4 @@
-"""The house's floor plan (../shared/DESIGN.md, README "Development"): every room imports only
+"""The house's floor plan (../shared/DESIGN.md, docs/development.md): every room imports only
 the rooms it may, no two files import each other round a cycle, and ``import hpt.results``
 loads nothing that runs models."""
 

@@ -4,6 +4,7 @@ transaction log (W&B's records, wandb.proto) and the artifact's staged table fil
 from __future__ import annotations
 
 import json
+import os
 import struct
 import zlib
 from collections.abc import Iterator
@@ -146,8 +147,9 @@ def test_offline_run_holds_the_spec_the_cells_figures_and_the_samples(
     assert rows["b1", "boolq/beta_v2/standard"]["resolved_level"] == 3
     cells = json.loads(Path(entries["cells.table.json"].local_path).read_text())
     assert [row[0] for row in cells["data"]] == ["boolq/alpha/standard", "boolq/beta_v2/standard"]
-    # Nothing went to the user's W&B folders.
+    # Nothing went to the user's W&B folders; the export's own setting is undone.
     assert not (wandb_home / "data").exists()
+    assert os.environ["WANDB_DATA_DIR"] == str(wandb_home / "data")
 
 
 def test_push_names_a_project(tmp_path: Path, wandb_home: Path) -> None:

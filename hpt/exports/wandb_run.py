@@ -54,8 +54,9 @@ def export(run: RunSource, out: Path, *, push: str | None = None) -> Exported:
     entity, project = _target(push) if push is not None else (None, PROJECT)
     folder = out / WANDB_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    # Offline, the artifact's files are staged beside the run (W&B stages them in the user's
-    # data folder otherwise), so that <out>/wandb/ is whole and syncs from anywhere.
+    # Offline, the artifact's files wait for `wandb sync` beside the run, not in the user's
+    # data folder where W&B stages them otherwise: the export is all under <out>/wandb/ (the
+    # run's log names them by absolute path: sync it where it was written).
     staging = str((folder / STAGING).resolve()) if push is None else None
     try:
         with tracking.scoped_env("WANDB_DATA_DIR", staging):

@@ -14,6 +14,7 @@ score. Results: the cell's figures exactly as ``hpt report`` has them (``cell_me
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -94,6 +95,9 @@ def eval_log(run: RunSource, report: CellReport, samples: list[EvalSample]) -> E
     s = report.summary
     created = _created(run)
     spec = EvalSpec(
+        # Stable ids: the same run exported twice is the same eval to inspect view.
+        run_id=_id(str(run.directory.resolve())),
+        task_id=_id(f"{run.directory.resolve()}\n{cell.title}"),
         created=created,
         task=cell.dataset_label,
         task_display_name=cell.label,
@@ -154,6 +158,10 @@ def _eval_score(
         unscored_samples=unscored,
         metrics=metrics,
     )
+
+
+def _id(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:22]
 
 
 def _created(run: RunSource) -> str:

@@ -85,10 +85,15 @@ def test_each_cell_is_a_log_inspect_reads_back_with_hpts_figures(run_dir: Path) 
     assert s2.scores["hpi"].value == 2.0 and s2.scores["level"].value == 2
     assert s2.scores["resolved"].value == "C" and s2.scores["resolved"].answer == "True"
     assert s2.metadata["resolved_level"] == 2 and s2.metadata["dataset"] == "boolq"
-    # Both attempts' calls, each under a marker naming its level and strategy.
-    texts = [m.text for m in s2.messages]
-    assert texts[0].startswith("[hpt] level 1: role") and "Q s2 at level 1" in texts[1]
-    assert texts[3].startswith("[hpt] level 2: zero_shot_cot") and texts[5] == "True"
+    # Both attempts' calls in order, each prompt and answer naming its level and strategy.
+    assert [(m.role, m.text) for m in s2.messages] == [
+        ("user", "Q s2 at level 1"), ("assistant", "unsure"),
+        ("user", "Q s2 at level 2"), ("assistant", "True"),
+    ]  # fmt: skip
+    first, _, second, answer = (m.metadata or {} for m in s2.messages)
+    assert (first["level"], first["strategy"]) == (1, "role")
+    assert (second["level"], second["strategy"]) == (2, "zero_shot_cot")
+    assert (answer["level"], answer["resolved"], answer["parsed"]) == (2, True, "True")
     assert s2.model_usage["alpha"].input_tokens == 400
     s4 = by_key[("s4", 1)]
     assert s4.scores is not None and s4.scores["level"].value == "unresolved"

@@ -7,10 +7,12 @@ its threshold, variant and reasoning settings) is one log: a run of one cell is
 ``OUT/<run name>.eval``; a run of several is a folder ``OUT/<run name>/`` holding one
 ``<cell>.eval`` each (``inspect view --log-dir`` lists them side by side). Each climb (a
 sample record: sample id, draw as the epoch) is one EvalSample whose messages are the calls
-of its attempts in order, each call's prompt and answer, under a marker naming the level and
-strategy. Scores: ``hpi`` (the record's HPI score), ``resolved`` (C/I, the parsed answer),
-``level`` (the resolved level, or "unresolved") and, where the dataset grades answers, its
-score. Results: the cell's figures exactly as ``hpt report`` has them (``cell_metrics``)."""
+of its attempts in order, each call's prompt and answer; the first prompt message of each
+call and each answer carry the attempt's level and strategy as metadata (inspect view shows
+it under the message). Scores: ``hpi`` (the record's HPI score), ``resolved`` (C/I, the
+parsed answer), ``level`` (the resolved level, or "unresolved") and, where the dataset
+grades answers, its score. Results: the cell's figures exactly as ``hpt report`` has them
+(``cell_metrics``)."""
 
 from __future__ import annotations
 
@@ -203,21 +205,17 @@ def to_sample(record: SampleRecord) -> EvalSample:
     usage: dict[str, ModelUsage] = {}
     for attempt in record.attempts:
         for number, call in enumerate(attempt.calls, 1):
-            messages.append(_marker(attempt, call, number))
-            messages += [_message(m) for m in call.messages]
+            messages += _prompt(call.messages, _where(attempt, call, number))
             messages.append(_answer(attempt, call))
-            used = _call_usage(call)
-            usage[call.model] = usage[call.model] + used if call.model in usage else used
+            _add_usage(usage, call)
     for selection in record.selections:  # adaptive: the prompt-selector's turns, after
         if selection.call is not None:
             call = selection.call
-            note = f"[hpt] prompt-selector, iteration {selection.iteration}: chose level "
-            note += str(selection.level) if selection.level is not None else "none"
-            messages.append(ChatMessageSystem(content=note, metadata={"hpt": "marker"}))
-            messages += [_message(m) for m in call.messages]
-            messages.append(ChatMessageAssistant(content=_content(call), model=call.model))
-            used = _call_usage(call)
-            usage[call.model] = usage[call.model] + used if call.model in usage else used
+            turn = {"selector_iteration": selection.iteration, "chose_level": selection.level}
+            messages += _prompt(call.messages, turn)
+            answer = _content(call)
+            messages.append(ChatMessageAssistant(content=answer, model=call.model, metadata=turn))
+            _add_usage(usage, call)
     first = next((c for a in record.attempts for c in a.calls), None)
     final = _final(record)
     output = (
@@ -299,22 +297,24 @@ def _metadata(record: SampleRecord) -> dict[str, Any]:
     return meta
 
 
-def _marker(attempt: Attempt, call: Call, number: int) -> ChatMessageSystem:
-    """A line naming the attempt before each of its calls: hpt's own annotation (metadata
-    says so), since inspect's messages carry no level."""
-    outcome = "resolved" if attempt.resolved else "unresolved"
-    if attempt.error:
-        outcome = f"error: {attempt.error}"
-    text = (
-        f"[hpt] level {attempt.level}: {attempt.strategy}, call {number} of "
-        f"{len(attempt.calls)} ({call.purpose}); {outcome}"
-    )
-    if number == len(attempt.calls) and attempt.parsed is not None:
-        text += f"; parsed answer: {attempt.parsed}"
-    return ChatMessageSystem(
-        content=text,
-        metadata={"hpt": "marker", "level": attempt.level, "strategy": attempt.strategy},
-    )
+def _where(attempt: Attempt, call: Call, number: int) -> dict[str, Any]:
+    """What inspect view shows under a call's first prompt message: the attempt's level and
+    strategy and the call's place in it (inspect's messages carry no level of their own; a
+    marker message of hpt's would misstate what the model was sent)."""
+    return {"level": attempt.level, "strategy": attempt.strategy,
+            "call": f"{number} of {len(attempt.calls)} ({call.purpose})"}  # fmt: skip
+
+
+def _prompt(messages: list[Message], where: dict[str, Any]) -> list[ChatMessage]:
+    converted = [_message(m) for m in messages]
+    if converted:
+        converted[0].metadata = where
+    return converted
+
+
+def _add_usage(usage: dict[str, ModelUsage], call: Call) -> None:
+    used = _call_usage(call)
+    usage[call.model] = usage[call.model] + used if call.model in usage else used
 
 
 def _message(message: Message) -> ChatMessage:
@@ -340,7 +340,14 @@ def _answer(attempt: Attempt, call: Call) -> ChatMessageAssistant:
             "level": attempt.level,
             "strategy": attempt.strategy,
             "purpose": call.purpose,
-            "finish_reason": call.finish_reason,
+            # The attempt's outcome, on the call whose completion was checked (its last).
+            **(
+                {"resolved": attempt.resolved, "parsed": attempt.parsed}
+                if call is attempt.calls[-1]
+                else {}
+            ),
+            **({"error": attempt.error} if attempt.error and call is attempt.calls[-1] else {}),
+            **({"finish_reason": call.finish_reason} if call.finish_reason else {}),
             "cached": call.cached,
             "latency_s": call.latency_s,
         },

@@ -27,8 +27,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "orchestrator": {"backends", "prompts", "results", "tasks", "structured", "graphs"},
     "reports": {"results"},
     "viewer": {"results"},
+    "exports": {"results", "reports"},  # hands what reports computed to other tools' formats
     "cli": {"backends", "prompts", "results", "tasks", "structured", "graphs", "orchestrator",
-            "reports", "viewer"},
+            "reports", "viewer", "exports"},
 }  # fmt: skip
 
 

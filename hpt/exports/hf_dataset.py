@@ -328,8 +328,6 @@ from datasets import load_from_disk
 rows = load_from_disk("path/to/hf")
 ```
 
-## The hpt report
-
 {page}
 """
     return DatasetCard(f"---\n{data.to_yaml()}\n---\n{body}")

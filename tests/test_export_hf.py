@@ -55,7 +55,7 @@ def test_rows_attempts_and_card_read_back(tmp_path: Path) -> None:
         figure = number(report.summary.hpi) + interval(report.hpi_ci)
         line = f"| {report.cell.label} | {report.cell.model} | {report.cell.mode} | "
         assert any(row.startswith(line) and figure in row for row in card.text.splitlines())
-    assert "## The hpt report" in card.text and "### Table 1" in card.text
+    assert "## HPT report" in card.text and "### Table 1" in card.text
 
 
 def test_a_run_exported_again_after_it_grew_is_read_afresh(tmp_path: Path) -> None:

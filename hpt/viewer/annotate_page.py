@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import socket
 from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
@@ -24,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from hpt.errors import validation_message
 from hpt.results.annotations import append_annotation, read_annotations
 from hpt.results.penalties import Annotation, Scores
+from hpt.viewer.loopback import listening
 
 
 class PageCriterion(BaseModel):
@@ -166,21 +166,9 @@ async def serve_annotations(
 ) -> None:
     """Serve the page on 127.0.0.1:``port`` (0: any free port) until every sample is scored
     or skipped; ``ready`` gets the page's URL once it listens. Cancel it to stop early."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-    except OSError:
-        sock.close()
-        raise
-    runner = web.AppRunner(server.app(), access_log=None)
-    await runner.setup()
-    try:
-        await web.SockSite(runner, sock).start()
+    async with listening(server.app(), port) as url:
         if ready is not None:
-            ready(f"http://127.0.0.1:{sock.getsockname()[1]}/")
+            ready(url)
         if server.next_sample() is None:
             server.finished.set()
         await server.finished.wait()
-    finally:
-        await runner.cleanup()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from hpt.errors import validation_message
 from hpt.results.records import parse_record_json
 from hpt.results.rundir import SAMPLES, SPEC, SUMMARY, RunDirError
 from hpt.viewer.index import ViewIndex
+from hpt.viewer.loopback import listening
 from hpt.viewer.page import page_head, page_tail
 
 REFRESH_S = 0.1  # the files are looked at no more often than this
@@ -240,19 +240,7 @@ async def serve_live(
 ) -> None:
     """Serve the live page on 127.0.0.1:``port`` (0: any free port) until cancelled;
     ``ready`` gets its URL once it listens."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-    except OSError:
-        sock.close()
-        raise
-    runner = web.AppRunner(server.app(), access_log=None)
-    await runner.setup()
-    try:
-        await web.SockSite(runner, sock).start()
+    async with listening(server.app(), port) as url:
         if ready is not None:
-            ready(f"http://127.0.0.1:{sock.getsockname()[1]}/")
+            ready(url)
         await asyncio.Event().wait()  # until cancelled (Ctrl-C)
-    finally:
-        await runner.cleanup()

@@ -607,3 +607,32 @@ def test_reasoning_is_folded_apart_from_the_answer(browser: object, tmp_path: Pa
     assert page.locator("details[data-testid=thinking], [data-testid=truncated]").count() == 0
     assert page.locator("section.attempt .call > .role").last.inner_text().lower() == "response"
     assert page.errors == []
+
+
+def test_the_summary_prices_each_cell_as_hpt_report_does(browser: object, tmp_path: Path) -> None:
+    """The cost column is hpt report's cost of each cell (its prices), – where a model has
+    none; the static page and the live server both get it from the CLI's meter."""
+    from hpt.cli.view import _cost_meter
+    from hpt.reports.cells import collect
+    from hpt.results.costs import PriceBook
+    from hpt.viewer.index import ViewIndex
+
+    records = [make_record(f"s{i}", model=model, level=(i % 3) + 1, tokens=(1000, 200))
+               for i in range(6) for model in ("openai:gpt-4o-mini", "no-such-model")]  # fmt: skip
+    run = write_run(tmp_path / "run", records)
+    index = ViewIndex(_cost_meter())
+    for record in records:
+        index.add(record, run)
+    shown = {s["title"]: s["cost_usd"] for s in index.summary()}
+    expected = {r.summary.cell.title: r.cost_usd for r in collect([run], PriceBook.load())}
+    assert shown == expected
+    priced = [usd for usd in shown.values() if usd is not None]
+    assert len(priced) == 1 and priced[0] > 0  # gpt-4o-mini has a price, the other none
+    page = tmp_path / "view.html"
+    done = hpt("view", str(run), "--out", str(page), "--no-open")
+    assert done.returncode == 0, done.stderr
+    assert f'"cost_usd":{priced[0]}' in page.read_text()
+    shown_page = _page(browser, page.resolve().as_uri())
+    costs = shown_page.locator("[data-testid=summary] td[data-key=cost_usd]").all_inner_texts()  # type: ignore[attr-defined]
+    assert sorted(costs) == sorted(["–", f"${priced[0]:.4f}"])
+    assert shown_page.errors == []  # type: ignore[attr-defined]

@@ -7,13 +7,16 @@ import argparse
 import asyncio
 import webbrowser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from hpt.cli.common import port
 from hpt.results.reader import require_run_dirs
 from hpt.results.rundir import RunDirError
+
+if TYPE_CHECKING:
+    from hpt.viewer.index import CostMeter
 
 
 def add_parser(sub: Any) -> None:
@@ -42,6 +45,15 @@ def _spend(directory: Path) -> dict[str, Any] | None:
     return None if spend is None else spend.model_dump(mode="json", exclude={"batches"})
 
 
+def _cost_meter() -> CostMeter:
+    """Each cell's cost meter, at the prices ``hpt report`` uses (litellm's map, run.json)."""
+    from hpt.reports.spending import RunningCost
+    from hpt.results.costs import PriceBook, read_run_prices
+
+    book = PriceBook.load()
+    return lambda directory: RunningCost(book, read_run_prices(directory))
+
+
 def command(args: argparse.Namespace, console: Console) -> int:
     from hpt.viewer import page
 
@@ -53,7 +65,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     out = args.out or args.run_dirs[0] / "view.html"
     spend = [{"directory": d.name, **s} for d in args.run_dirs if (s := _spend(d)) is not None]
     try:
-        n = page.write_view(args.run_dirs, out, spend=spend)
+        n = page.write_view(args.run_dirs, out, spend=spend, cost=_cost_meter())
     except OSError as exc:
         raise RunDirError(f"cannot write {out}: {exc.strerror}") from None
     console.print(
@@ -68,7 +80,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
 def _serve(args: argparse.Namespace, console: Console) -> int:
     from hpt.viewer.live import LiveRun, LiveServer, serve_live
 
-    run = LiveRun(args.run_dirs, spend=_spend)
+    run = LiveRun(args.run_dirs, spend=_spend, cost=_cost_meter())
     server = LiveServer(run, " + ".join(d.name for d in args.run_dirs))
 
     def ready(url: str) -> None:

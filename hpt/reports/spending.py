@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from hpt.results.costs import ModelPrice, call_cost
+from hpt.results.costs import ModelPrice, PriceBook, RunPrices, call_cost
 from hpt.results.records import Call, SampleRecord
 from hpt.types import Usage
 
@@ -163,3 +163,21 @@ class CellSpend:
             prices=prices,
             unpriced=unpriced,
         )
+
+
+class RunningCost:
+    """A cell's cost as records arrive, priced as ``hpt report`` prices it (``run``'s
+    prices from ``book``): what the trace viewer's summary shows."""
+
+    def __init__(self, book: PriceBook, run: RunPrices) -> None:
+        self.book, self.run, self.spend = book, run, CellSpend()
+
+    def add(self, record: SampleRecord) -> None:
+        self.spend.add(record)
+
+    def usd(self) -> float | None:
+        """The cost so far; None where a called model has no price."""
+        run, book = self.run, self.book
+        return self.spend.priced(
+            lambda label: run.price(book, label) or run.unknown(book, label)
+        ).cost_usd

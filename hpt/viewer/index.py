@@ -11,9 +11,9 @@ scores without decoding their records."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hpt.results.reader import RunInfo, read_run_info
 from hpt.results.records import Cell, DepthRecord, SampleRecord
@@ -28,12 +28,29 @@ SUMMARY_FIELDS = {
 }  # fmt: skip
 
 
+class CellCost(Protocol):
+    """A cell's running cost: what the CLI gives the viewer (pricing is the reports room's,
+    which the viewer does not import), the same figure ``hpt report`` gives the cell."""
+
+    def add(self, record: SampleRecord) -> None: ...
+
+    def usd(self) -> float | None:
+        """The cell's cost so far; None where a called model has no price."""
+        ...
+
+
+# A new cell's cost meter, given the run directory it is read from.
+CostMeter = Callable[[Path], CellCost]
+
+
 class ViewIndex:
     """Cells, index rows and tallies of the records added so far. Each (sample, draw) of a
     cell counts once, the first seen (as ``read_records`` keeps it); a cell found in two run
     directories is refused, as reports refuse it."""
 
-    def __init__(self) -> None:
+    def __init__(self, cost: CostMeter | None = None) -> None:
+        self._cost = cost
+        self.costs: list[CellCost | None] = []
         self.cells: dict[Cell, int] = {}
         self.cell_info: list[dict[str, Any]] = []
         self.rows: list[list[Any]] = []
@@ -58,6 +75,7 @@ class ViewIndex:
                  "title": cell.title, "reasoning": cell.reasoning_label or None}
             )  # fmt: skip
             self.tallies.append(Tally.of(record, info.task(record.dataset)))
+            self.costs.append(self._cost(directory) if self._cost is not None else None)
             self._source.append(directory)
             self._seen.append(set())
         elif self._source[k] != directory:
@@ -69,6 +87,9 @@ class ViewIndex:
             return None
         self._seen[k].add(key)
         self.tallies[k].add(record)
+        cost = self.costs[k]
+        if cost is not None:
+            cost.add(record)
         row = _row(len(self.rows), k, record)
         self.rows.append(row)
         return row
@@ -76,9 +97,10 @@ class ViewIndex:
     def summary(self) -> list[dict[str, Any]]:
         """Each cell's figures from its tally, in the order the cells were met."""
         out = []
-        for info, tally in zip(self.cell_info, self.tallies, strict=True):
+        for info, tally, cost in zip(self.cell_info, self.tallies, self.costs, strict=True):
             figures = tally.summary().model_dump(mode="json", include=SUMMARY_FIELDS)
-            out.append({"title": info["title"], **figures})
+            usd = cost.usd() if cost is not None else None
+            out.append({"title": info["title"], **figures, "cost_usd": usd})
         return out
 
     def settings(self) -> list[str]:

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from hpt.errors import validation_message
 from hpt.results.records import parse_record_json
 from hpt.results.rundir import SAMPLES, SPEC, SUMMARY, RunDirError
-from hpt.viewer.index import ViewIndex
+from hpt.viewer.index import CostMeter, ViewIndex
 from hpt.viewer.loopback import listening
 from hpt.viewer.page import page_head, page_tail
 
@@ -55,13 +55,18 @@ class LiveRun:
     """What the server knows of the followed run directories, brought up to date by
     ``refresh`` (in a thread: it reads files and parses records)."""
 
-    def __init__(self, run_dirs: list[Path], spend: SpendReader | None = None) -> None:
+    def __init__(
+        self,
+        run_dirs: list[Path],
+        spend: SpendReader | None = None,
+        cost: CostMeter | None = None,
+    ) -> None:
         for directory in run_dirs:
             if not ((directory / SAMPLES).is_file() or (directory / SPEC).is_file()):
                 raise RunDirError(f"{directory} is not a run directory (no {SPEC} or {SAMPLES})")
         self.followed = [_Followed(d) for d in run_dirs]
         self.read_spend = spend
-        self.index = ViewIndex()
+        self.index = ViewIndex(cost)
         # Row -> (its directory's place in ``followed``, its line's place in the file).
         self.places: list[tuple[int, int, int]] = []
         self.problem: str | None = None

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from hpt.results.reader import read_records
 from hpt.results.records import SampleRecord
-from hpt.viewer.index import ViewIndex
+from hpt.viewer.index import CostMeter, ViewIndex
 
 CHUNK = 200  # records per compressed block: small enough to open a sample at once
 
@@ -60,15 +60,17 @@ def write_view(
     out: Path,
     title: str | None = None,
     spend: list[dict[str, Any]] | None = None,
+    cost: CostMeter | None = None,
 ) -> int:
     """Write the viewer for ``run_dirs`` to ``out``; return the number of samples. ``spend``:
-    what the runs' ledgers (spend.json) say was spent, shown beside the summary. A run
+    what the runs' ledgers (spend.json) say was spent, shown beside the summary; ``cost``:
+    each cell's cost, shown in the summary. A run
     directory that cannot be read leaves no half-written file behind."""
     name = title or " + ".join(d.name for d in run_dirs)
     tmp = out.with_suffix(out.suffix + ".tmp")
     try:
         with tmp.open("w", encoding="utf-8") as fh:
-            n = _write_page(fh, run_dirs, name, spend or [])
+            n = _write_page(fh, run_dirs, name, spend or [], cost)
         tmp.replace(out)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -76,8 +78,14 @@ def write_view(
     return n
 
 
-def _write_page(fh: TextIO, run_dirs: list[Path], name: str, spend: list[dict[str, Any]]) -> int:
-    index = ViewIndex()
+def _write_page(
+    fh: TextIO,
+    run_dirs: list[Path],
+    name: str,
+    spend: list[dict[str, Any]],
+    cost: CostMeter | None,
+) -> int:
+    index = ViewIndex(cost)
     pending: list[str] = []
     fh.write(page_head(name))
     for directory, record in _records(run_dirs):

@@ -433,7 +433,9 @@
     if (!summary.length) {
       box.append(el("p", { class: "empty" }, live ? "No record yet: each cell appears here when its first sample is recorded." : "This run holds no record."));
     } else {
-      const head = ["cell", "samples", "scored", "HPI", "chance HPI", "accuracy", "level-1 accuracy", "unresolved", "errors", "calls", "tokens"];
+      // Cost only where hpt could price some cell (hpt report's prices; – for a cell it could not).
+      const priced = summary.some((s) => s.cost_usd !== null && s.cost_usd !== undefined);
+      const head = ["cell", "samples", "scored", "HPI", "chance HPI", "accuracy", "level-1 accuracy", "unresolved", "errors", "calls", "tokens", ...(priced ? ["cost USD"] : [])];
       const table = el("table", { class: "summary" }, el("thead", {}, el("tr", {}, ...head.map((h, k) => el("th", k ? { class: "c-num" } : {}, h)))));
       const body = el("tbody");
       for (const s of summary) {
@@ -443,7 +445,8 @@
           num(fixed(s.hpi), "hpi"), num(fixed(s.chance_hpi), "chance_hpi"), num(fixed(s.accuracy), "accuracy"),
           num(fixed(s.level1_accuracy), "level1_accuracy"), num(count(s.unresolved), "unresolved"),
           num(count(s.errors), "errors"), num(count(s.calls), "calls"),
-          num(count(s.prompt_tokens + s.completion_tokens), "tokens")));
+          num(count(s.prompt_tokens + s.completion_tokens), "tokens"),
+          ...(priced ? [num(usd(s.cost_usd), "cost_usd")] : [])));
       }
       table.append(body);
       box.append(table);

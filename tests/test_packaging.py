@@ -72,7 +72,8 @@ def third_party_imports() -> dict[str, dict[str, bool]]:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 nested.update(id(n) for n in ast.walk(node) if n is not node)
         for node in ast.walk(tree):
-            where, top = f"{rel}:{getattr(node, 'lineno', 0)}", id(node) not in nested
+            where = f"{rel}:{getattr(node, 'lineno', 0)}"
+            top = id(node) not in nested and str(rel) not in EXTRA_MODULES
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     add(alias.name, where, top)
@@ -88,6 +89,31 @@ def third_party_imports() -> dict[str, dict[str, bool]]:
             ):
                 add(node.args[0].value, where, False)
     return found
+
+
+# hpt's modules that only an extra's users load, by name through importlib (hpt.exports'
+# FORMATS): their top-level imports are that extra's, as lazy as an import in a function.
+EXTRA_MODULES = {
+    "hpt/exports/inspect_log.py": "hpt.exports.inspect_log",
+    "hpt/exports/wandb_run.py": "hpt.exports.wandb_run",
+    "hpt/exports/mlflow_run.py": "hpt.exports.mlflow_run",
+}
+
+
+def test_modules_of_an_extra_are_loaded_only_by_name() -> None:
+    from hpt.exports import FORMATS
+
+    assert set(EXTRA_MODULES.values()) <= {f.module for f in FORMATS.values()}
+    for path in sorted((REPO / "hpt").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            loaded = set(names) & set(EXTRA_MODULES.values())
+            assert not loaded, f"{path.relative_to(REPO)} imports {loaded}: load it by name"
 
 
 def test_every_third_party_import_is_declared() -> None:

@@ -117,7 +117,10 @@ def run(cmd: list[str], **kw: object) -> None:
 SMOKE = """
 import importlib, pathlib, pkgutil, sys, tempfile
 import hpt
-mods = [m.name for m in pkgutil.walk_packages(hpt.__path__, "hpt.")]
+from hpt.exports import FORMATS
+# An export format of an optional extra (inspect_ai, wandb, mlflow) is loaded only by name.
+extra = {f.module for f in FORMATS.values() if f.extra is not None}
+mods = [m.name for m in pkgutil.walk_packages(hpt.__path__, "hpt.") if m.name not in extra]
 for name in mods:
     importlib.import_module(name)
 from hpt.tasks.sources import load_hub

@@ -293,8 +293,9 @@ async def test_ray_missing_is_refused_with_the_extra_to_install(
     assert not (tmp_path / "run").exists()
 
 
-async def test_a_record_already_written_is_dropped(data_dir: Path, tmp_path: Path) -> None:
-    """A climb run again after its worker died may land twice: written once."""
+async def _laid_out(data_dir: Path, tmp_path: Path) -> tuple[list[Any], RayCampaign]:
+    """A three-sample campaign's plans with every sample to do, laid out as the driver lays
+    them out before any worker starts."""
     spec = _spec(tmp_path / "run", data_dir, "http://127.0.0.1:9/v1", ray="", limit=3)
     spec = spec.model_copy(update={"penalties": run_penalties(spec)})
     plans = await plan_cells(spec)
@@ -302,6 +303,12 @@ async def test_a_record_already_written_is_dropped(data_dir: Path, tmp_path: Pat
         p.todo = [(s, 0) for s in p.samples]
     campaign = RayCampaign(spec, plans, SilentObserver())
     campaign._lay_out()
+    return plans, campaign
+
+
+async def test_a_record_already_written_is_dropped(data_dir: Path, tmp_path: Path) -> None:
+    """A climb run again after its worker died may land twice: written once."""
+    plans, campaign = await _laid_out(data_dir, tmp_path)
 
     class Store:
         def __init__(self) -> None:
@@ -328,13 +335,7 @@ async def test_a_record_already_written_is_dropped(data_dir: Path, tmp_path: Pat
 async def test_a_place_emptied_too_often_stops_the_run_naming_the_samples_in_flight(
     data_dir: Path, tmp_path: Path
 ) -> None:
-    spec = _spec(tmp_path / "run", data_dir, "http://127.0.0.1:9/v1", ray="", limit=3)
-    spec = spec.model_copy(update={"penalties": run_penalties(spec)})
-    plans = await plan_cells(spec)
-    for p in plans:
-        p.todo = [(s, 0) for s in p.samples]
-    campaign = RayCampaign(spec, plans, SilentObserver())
-    campaign._lay_out()
+    plans, campaign = await _laid_out(data_dir, tmp_path)
     actor = SimpleNamespace(feed=SimpleNamespace(remote=lambda items: None))
     slot = _Slot(0, WorkerStats("worker 1"), actor=actor, ready=True)
     slot.stats.restarts = ray_driver.MAX_RESTARTS
